@@ -1,0 +1,30 @@
+// swift-tools-version: 6.0
+import PackageDescription
+
+// Layers point one way: appbox → AppBoxCLI → AppBoxFS → (FuseBridge, Posix, SandboxPolicy).
+// Only FuseBridge imports libfuse (CFuse); only Posix makes syscalls (through CPosixShim
+// for what Glibc's module does not export). SandboxPolicy is pure Swift.
+let package = Package(
+  name: "AppBox",
+  products: [
+    .executable(name: "appbox", targets: ["appbox"]),
+    .library(name: "AppBoxClient", targets: ["AppBoxClient"]),
+  ],
+  targets: [
+    .systemLibrary(
+      name: "CFuse",
+      pkgConfig: "fuse3",
+      providers: [.apt(["libfuse3-dev"])]
+    ),
+    .target(name: "CPosixShim"),
+    .target(name: "Posix", dependencies: ["CPosixShim"]),
+    .target(name: "SandboxPolicy"),
+    .target(name: "FuseBridge", dependencies: ["CFuse", "Posix"]),
+    .target(name: "AppBoxFS", dependencies: ["FuseBridge", "Posix", "SandboxPolicy"]),
+    .target(name: "AppBoxCLI", dependencies: ["AppBoxFS", "Posix", "SandboxPolicy"]),
+    .executableTarget(name: "appbox", dependencies: ["AppBoxCLI"]),
+    .target(name: "AppBoxClient", dependencies: ["Posix"]),
+    .testTarget(name: "SandboxPolicyTests", dependencies: ["SandboxPolicy"]),
+    .testTarget(name: "MountTests", dependencies: ["Posix", "SandboxPolicy"]),
+  ]
+)

@@ -1,0 +1,57 @@
+import Foundation
+
+/// The `appbox` command line: dispatches a subcommand and maps errors to exit codes.
+public enum AppBoxCommandLine {
+  /// AppBox's version.
+  public static let version = "0.1.0"
+
+  static let help = """
+    appbox \(version): an iOS-style app sandbox on a FUSE mount
+
+    usage: appbox COMMAND [OPTIONS]
+
+    commands:
+      mount [--backing DIR] [--foreground] [-o OPTIONS] MOUNTPOINT
+                 mount a sandbox (Documents, Library/Application Support, Library/Preferences,
+                 Library/Caches, tmp) and return once it is ready
+      unmount [--lazy] MOUNTPOINT
+                 unmount and wait for the daemon to finish
+
+    options: --help, --version
+
+    exit codes: 0 ok, 1 failed, 64 usage, 65 bad value, 66 missing or unusable path,
+                69 FUSE unavailable, 71 system error, 75 busy or not mounted, 77 not permitted
+    """
+
+  /// Runs the command line and exits.
+  public static func main() -> Never {
+    let arguments = Array(CommandLine.arguments.dropFirst())
+    do {
+      exit(try run(arguments).rawValue)
+    } catch {
+      if error.code == .success {
+        print(error.message)
+      } else {
+        FileHandle.standardError.write(Data("appbox: \(error.message)\n".utf8))
+      }
+      exit(error.code.rawValue)
+    }
+  }
+
+  static func run(_ arguments: [String]) throws(CLIError) -> ExitCode {
+    guard let command = arguments.first else { throw CLIError(.usage, help) }
+    let rest = Array(arguments.dropFirst())
+    switch command {
+    case "mount": return try MountCommand.run(rest)
+    case "unmount", "umount": return try UnmountCommand.run(rest)
+    case "--help", "-h", "help":
+      print(help)
+      return .success
+    case "--version", "version":
+      print("appbox \(version)")
+      return .success
+    default:
+      throw CLIError(.usage, "unknown command \(command); run appbox --help")
+    }
+  }
+}

@@ -1,0 +1,67 @@
+import AppBoxFS
+import Foundation
+import FuseBridge
+import Posix
+
+/// The process that serves one mount until it is unmounted or signalled.
+struct Daemon {
+  let request: MountRequest
+  let files: MountFiles
+
+  func run() throws(CLIError) -> ExitCode {
+    let session: FuseSession
+    let configuration = FuseConfiguration()
+    do {
+      session = try start(configuration)
+    } catch {
+      if let fd = request.readyFD { ReadinessPipe.send(DaemonFailure(code: error.code, message: error.message).line, to: fd) }
+      throw error
+    }
+    try? String(getpid()).write(toFile: files.pid, atomically: true, encoding: .utf8)
+    if let fd = request.readyFD {
+      detachOutput()
+      ReadinessPipe.send("ready\n", to: fd)
+    }
+    let result = session.run(configuration: configuration)
+    session.unmount()
+    unlink(files.pid)
+    return result < 0 ? .failure : .success
+  }
+
+  /// Sets up the filesystem and the session, and mounts.
+  private func start(_ configuration: FuseConfiguration) throws(CLIError) -> FuseSession {
+    // Modes arrive with the caller's umask already applied by the kernel.
+    umask(0)
+    let backing = request.backing!
+    let filesystem: SandboxFilesystem
+    do {
+      filesystem = try SandboxFilesystem(backingDirectory: backing, configuration: configuration)
+    } catch {
+      throw CLIError(.noInput, "cannot set up the sandbox in \(backing): \(error) (a fixed directory such as Documents must be a directory, not a file or symlink)")
+    }
+    var options = ["default_permissions", "fsname=appbox", "subtype=appbox"]
+    if geteuid() == 0 { options.append("allow_other") }
+    for option in request.fuseOptions where !options.contains(option) { options.append(option) }
+    let session: FuseSession
+    do {
+      session = try FuseSession(filesystem: filesystem, configuration: configuration, options: options)
+    } catch {
+      throw CLIError(.usage, "\(error)")
+    }
+    do {
+      try session.mount(request.mountpoint)
+    } catch {
+      throw CLIError(.osError, "the kernel refused to mount on \(request.mountpoint) (see the message above; allow_other without root needs user_allow_other in /etc/fuse.conf)")
+    }
+    return session
+  }
+
+  /// After readiness: standard output and error go to the mount's log file.
+  private func detachOutput() {
+    let fd = open(files.log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)
+    guard fd >= 0 else { return }
+    dup2(fd, 1)
+    dup2(fd, 2)
+    close(fd)
+  }
+}

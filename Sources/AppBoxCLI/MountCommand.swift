@@ -1,0 +1,134 @@
+import AppBoxFS
+import Foundation
+import FuseBridge
+import Posix
+
+/// `appbox mount`: checks everything first, then mounts in a background daemon (a child
+/// of this same binary in foreground mode, reporting readiness through a pipe) or in
+/// this process with `--foreground`.
+enum MountCommand {
+  static func run(_ arguments: [String]) throws(CLIError) -> ExitCode {
+    var request = try MountRequest.parse(arguments)
+    let mountpoint = try checkedMountpoint(request.mountpoint)
+    request.mountpoint = mountpoint
+    try checkFuseDevice()
+    let backing = try checkedBacking(request.backing, mountpoint: mountpoint)
+    request.backing = backing
+    let runtime = try RuntimeDirectory.current()
+    let files = runtime.files(for: mountpoint)
+    if request.foreground || request.readyFD != nil {
+      return try Daemon(request: request, files: files).run()
+    }
+    return try startInBackground(request, files: files)
+  }
+
+  /// Resolves the mountpoint and refuses a missing one, a non-directory, or a busy one.
+  static func checkedMountpoint(_ path: String) throws(CLIError) -> String {
+    guard let resolved = realpath(path, nil) else {
+      throw CLIError(.noInput, "mountpoint \(path) does not exist: create it first (mkdir -p \(path))")
+    }
+    defer { free(resolved) }
+    let absolute = String(cString: resolved)
+    var st = stat()
+    guard stat(absolute, &st) == 0, st.st_mode & S_IFMT == S_IFDIR else {
+      throw CLIError(.noInput, "mountpoint \(path) is not a directory")
+    }
+    if let mount = MountTable.mount(at: absolute) {
+      throw CLIError(.busy, "\(absolute) is already mounted (\(mount.type)); unmount it first (appbox unmount \(absolute))")
+    }
+    return absolute
+  }
+
+  /// Refuses to go on without a usable `/dev/fuse`.
+  static func checkFuseDevice() throws(CLIError) {
+    let fd = open("/dev/fuse", O_RDWR | O_CLOEXEC)
+    guard fd >= 0 else {
+      let reason = String(cString: strerror(errno))
+      throw CLIError(
+        .unavailable,
+        "FUSE is not available: cannot open /dev/fuse (\(reason)). Install fuse3 and load the fuse module; in a container, run with --device /dev/fuse --cap-add SYS_ADMIN"
+      )
+    }
+    close(fd)
+  }
+
+  /// The backing directory: the given one must exist and be usable; the default one is
+  /// created.
+  static func checkedBacking(_ given: String?, mountpoint: String) throws(CLIError) -> String {
+    let path: String
+    if let given {
+      path = given
+    } else {
+      let environment = ProcessInfo.processInfo.environment
+      let dataHome =
+        environment["XDG_DATA_HOME"].flatMap { $0.hasPrefix("/") ? $0 : nil }
+        ?? ((environment["HOME"] ?? NSHomeDirectory()) + "/.local/share")
+      let name = mountpoint == "/" ? "root" : (mountpoint as NSString).lastPathComponent
+      path = dataHome + "/appbox/containers/" + name
+      do {
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+      } catch {
+        throw CLIError(.noInput, "cannot create the default backing directory \(path): \(error.localizedDescription)")
+      }
+    }
+    guard let resolved = realpath(path, nil) else {
+      throw CLIError(.noInput, "backing directory \(path) does not exist: create it, or leave out --backing for the default")
+    }
+    defer { free(resolved) }
+    let absolute = String(cString: resolved)
+    var st = stat()
+    guard stat(absolute, &st) == 0, st.st_mode & S_IFMT == S_IFDIR else {
+      throw CLIError(.noInput, "backing directory \(path) is not a directory")
+    }
+    guard access(absolute, R_OK | W_OK | X_OK) == 0 else {
+      throw CLIError(.noInput, "backing directory \(path) is not readable and writable by you: \(String(cString: strerror(errno)))")
+    }
+    if absolute == mountpoint || mountpoint.hasPrefix(absolute + "/") || absolute.hasPrefix(mountpoint + "/") {
+      throw CLIError(.usage, "the backing directory and the mountpoint must not contain each other")
+    }
+    return absolute
+  }
+
+  /// Starts the daemon and waits until it reports the mount ready (or why it failed).
+  static func startInBackground(_ request: MountRequest, files: MountFiles) throws(CLIError) -> ExitCode {
+    let pipe: ReadinessPipe
+    do throws(Errno) { pipe = try ReadinessPipe() } catch { throw CLIError(.osError, "cannot create a pipe: \(error)") }
+    var arguments = [Spawn.currentExecutable] + CommandLine.arguments.dropFirst()
+    arguments += ["--ready-fd", String(pipe.writeFD)]
+    let pid: pid_t
+    do {
+      pid = try Spawn.start(arguments[0], arguments, detach: true)
+    } catch {
+      throw CLIError(.osError, "cannot start the daemon: \(error)")
+    }
+    close(pipe.writeFD)
+    let message = String(decoding: pipe.readAll(), as: UTF8.self)
+    close(pipe.readFD)
+    if message.hasPrefix("ready") { return .success }
+    let status = Spawn.wait(pid)
+    if let failure = DaemonFailure(message) { throw CLIError(failure.code, failure.message) }
+    throw CLIError(.failure, "the daemon exited (status \(status)) before the mount was ready; see \(files.log)")
+  }
+}
+
+/// A failure the daemon reports through the readiness pipe: `error CODE MESSAGE`.
+struct DaemonFailure {
+  let code: ExitCode
+  let message: String
+
+  init(code: ExitCode, message: String) {
+    self.code = code
+    self.message = message
+  }
+
+  init?(_ line: String) {
+    let parts = line.split(separator: " ", maxSplits: 2)
+    guard parts.count == 3, parts[0] == "error", let raw = Int32(parts[1]), let code = ExitCode(rawValue: raw) else {
+      return nil
+    }
+    self.code = code
+    self.message = String(parts[2]).trimmingCharacters(in: .newlines)
+  }
+
+  var line: String { "error \(code.rawValue) \(message)\n" }
+}

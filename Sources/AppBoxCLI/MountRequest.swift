@@ -1,0 +1,89 @@
+/// What `appbox mount` was asked to do, parsed and validated (nothing touched yet).
+struct MountRequest: Equatable {
+  /// The mountpoint as given.
+  var mountpoint: String = ""
+  /// The backing directory, or nil for the default under the user's data directory.
+  var backing: String?
+  /// Stay attached instead of going to the background.
+  var foreground = false
+  /// Extra FUSE mount options (validated against ``MountRequest/knownOptions``).
+  var fuseOptions: [String] = []
+  /// Internal: the descriptor to report readiness on (set by the background parent).
+  var readyFD: Int32?
+
+  /// FUSE options a user may pass with `-o` (libfuse and kernel options that make sense
+  /// for AppBox). `default_permissions` is always on.
+  static let knownOptions: Set<String> = [
+    "allow_other", "allow_root", "auto_unmount", "default_permissions", "ro", "rw", "nosuid", "suid", "nodev", "dev",
+    "noexec", "exec", "noatime", "atime", "relatime", "sync", "async", "dirsync", "debug",
+  ]
+  /// Options with a value (`name=value`).
+  static let knownValueOptions: Set<String> = ["fsname", "subtype", "max_read"]
+
+  static let usage = """
+    usage: appbox mount [--backing DIR] [--foreground] [-o OPTION[,OPTION...]] MOUNTPOINT
+
+      --backing DIR   where the sandbox's data lives (default: $XDG_DATA_HOME/appbox/containers/NAME,
+                      NAME being the mountpoint's last component)
+      --foreground    stay attached (default: return once the mount is ready)
+      -o OPTIONS      FUSE options, e.g. -o allow_other (see appbox --help)
+    """
+
+  /// Parses the arguments after `mount`.
+  static func parse(_ arguments: [String]) throws(CLIError) -> MountRequest {
+    var request = MountRequest()
+    var positional: [String] = []
+    var index = 0
+    func value(_ flag: String) throws(CLIError) -> String {
+      index += 1
+      guard index < arguments.count else { throw CLIError(.usage, "\(flag) needs a value\n\(usage)") }
+      return arguments[index]
+    }
+    while index < arguments.count {
+      let argument = arguments[index]
+      switch argument {
+      case "--backing": request.backing = try value(argument)
+      case "--foreground", "-f": request.foreground = true
+      case "-o": request.fuseOptions += try parseOptions(try value(argument))
+      case "--ready-fd":
+        guard let fd = Int32(try value(argument)) else { throw CLIError(.usage, "--ready-fd needs a number") }
+        request.readyFD = fd
+      case "--help", "-h": throw CLIError(.success, usage)
+      default:
+        if argument.hasPrefix("-o"), argument.count > 2 {
+          request.fuseOptions += try parseOptions(String(argument.dropFirst(2)))
+        } else if argument.hasPrefix("--backing=") {
+          request.backing = String(argument.dropFirst("--backing=".count))
+        } else if argument.hasPrefix("-") && argument != "-" {
+          throw CLIError(.usage, "unknown option \(argument)\n\(usage)")
+        } else {
+          positional.append(argument)
+        }
+      }
+      index += 1
+    }
+    guard positional.count == 1 else {
+      throw CLIError(.usage, (positional.isEmpty ? "missing MOUNTPOINT" : "too many arguments: \(positional.joined(separator: " "))") + "\n\(usage)")
+    }
+    request.mountpoint = positional[0]
+    if request.backing == "" { throw CLIError(.usage, "--backing needs a directory") }
+    return request
+  }
+
+  /// Splits and checks a comma-separated `-o` list.
+  static func parseOptions(_ list: String) throws(CLIError) -> [String] {
+    var options: [String] = []
+    for option in list.split(separator: ",", omittingEmptySubsequences: true).map(String.init) {
+      if let equals = option.firstIndex(of: "=") {
+        let name = String(option[..<equals])
+        guard knownValueOptions.contains(name), option.index(after: equals) < option.endIndex else {
+          throw CLIError(.usage, "unknown or empty mount option -o \(option) (known with a value: \(knownValueOptions.sorted().joined(separator: ", ")))")
+        }
+      } else if !knownOptions.contains(option) {
+        throw CLIError(.usage, "unknown mount option -o \(option) (known: \(knownOptions.sorted().joined(separator: ", ")))")
+      }
+      options.append(option)
+    }
+    return options
+  }
+}

@@ -1,0 +1,2 @@
+/// Placeholder until the client library lands.
+public enum AppBoxClient {}

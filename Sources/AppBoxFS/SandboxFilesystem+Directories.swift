@@ -1,0 +1,90 @@
+import FuseBridge
+import Posix
+import SandboxPolicy
+import Synchronization
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// An open directory: its stream, and the offset the stream stands at (-1 when unknown,
+/// e.g. after an entry that did not fit the reply).
+final class DirectoryHandle: @unchecked Sendable {
+  // @unchecked: the kernel serializes readdir calls on one open directory (it holds the
+  // file's position lock), so `stream` and `offset` are never touched concurrently.
+  let stream: DirectoryStream
+  var offset: off_t = 0
+
+  init(stream: DirectoryStream) { self.stream = stream }
+}
+
+// MARK: - Directory listings
+
+extension SandboxFilesystem {
+  /// `opendir`.
+  public func opendir(_ ctx: RequestContext, node: NodeID, flags: Int32) throws(Errno) -> OpenedFile {
+    let fd = try Sys.reopen(inodes.inode(node).fd, flags: O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+    let stream = try DirectoryStream(fd: fd)
+    // The handle is an owned reference; released by releasedir.
+    let handle = Unmanaged.passRetained(DirectoryHandle(stream: stream))
+    return OpenedFile(handle: UInt64(UInt(bitPattern: handle.toOpaque())))
+  }
+
+  private func directoryHandle(_ handle: UInt64) -> DirectoryHandle {
+    Unmanaged<DirectoryHandle>.fromOpaque(UnsafeRawPointer(bitPattern: UInt(handle))!).takeUnretainedValue()
+  }
+
+  /// `readdir` and `readdirplus`. In plus mode each entry but `.` and `..` holds one
+  /// lookup, given back when it does not fit.
+  public func readdir(_ ctx: RequestContext, node: NodeID, handle: UInt64, offset: off_t, filler: inout DirectoryFiller)
+    throws(Errno)
+  {
+    let directory = inodes.inode(node)
+    let dir = directoryHandle(handle)
+    if offset != dir.offset {
+      dir.stream.seek(to: offset)
+      dir.offset = offset
+    }
+    while let item = try dir.stream.next() {
+      var attributes = stat()
+      attributes.st_ino = item.inode
+      attributes.st_mode = mode_t(item.type) << 12
+      let added: Bool
+      if !filler.plus {
+        added = filler.add(name: item.name, attributes: attributes, nextOffset: item.nextOffset)
+      } else if isDotOrDotDot(item.name) {
+        // Node 0: a name without attributes, holding no lookup.
+        let entry = Entry(node: NodeID(rawValue: 0), attributes: attributes, entryTimeout: 0, attributeTimeout: 0)
+        added = filler.add(name: item.name, entry: entry, nextOffset: item.nextOffset)
+      } else {
+        do throws(Errno) {
+          let entry = try lookupEntry(in: directory, name: item.name)
+          added = filler.add(name: item.name, entry: entry, nextOffset: item.nextOffset)
+          if !added { forget(entry.node, count: 1) }
+        } catch where error == .noEntry {
+          added = true  // removed since the stream read it: skip it
+        }
+      }
+      guard added else {
+        dir.offset = -1
+        return
+      }
+      dir.offset = item.nextOffset
+    }
+  }
+
+  /// `releasedir`.
+  public func releasedir(_ ctx: RequestContext, node: NodeID, handle: UInt64) {
+    Unmanaged<DirectoryHandle>.fromOpaque(UnsafeRawPointer(bitPattern: UInt(handle))!).release()
+  }
+
+  /// `fsyncdir`.
+  public func fsyncdir(_ ctx: RequestContext, node: NodeID, handle: UInt64, dataOnly: Bool) throws(Errno) {
+    try Sys.fsync(directoryHandle(handle).stream.fd, dataOnly: dataOnly)
+  }
+}
+
+/// Whether a C name is `.` or `..`.
+func isDotOrDotDot(_ name: UnsafePointer<CChar>) -> Bool {
+  name[0] == 0x2E && (name[1] == 0 || (name[1] == 0x2E && name[2] == 0))
+}

@@ -1,0 +1,91 @@
+import FuseBridge
+import Posix
+import SandboxPolicy
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+// MARK: - Lookup, attributes, links' targets
+
+extension SandboxFilesystem {
+  /// `lookup`: +1 lookup on the found node. A missing name is a negative entry the kernel
+  /// may cache (every change goes through the mount).
+  public func lookup(_ ctx: RequestContext, parent: NodeID, name: UnsafePointer<CChar>) throws(Errno) -> Entry {
+    do throws(Errno) {
+      return try lookupEntry(in: inodes.inode(parent), name: name)
+    } catch where error == .noEntry {
+      return Entry(
+        node: NodeID(rawValue: 0), attributes: stat(), entryTimeout: configuration.entryTimeout,
+        attributeTimeout: 0)
+    }
+  }
+
+  /// `forget`: -count lookups.
+  public func forget(_ node: NodeID, count: UInt64) {
+    inodes.forget(node, count: count)
+  }
+
+  /// `getattr`.
+  public func getattr(_ ctx: RequestContext, node: NodeID, handle: UInt64?) throws(Errno) -> stat {
+    try Sys.fstat(inodes.inode(node).fd)
+  }
+
+  /// `setattr`: mode, owner, size, times (incl. `UTIME_NOW`; unset ones are `UTIME_OMIT`).
+  public func setattr(
+    _ ctx: RequestContext, node: NodeID, attributes: stat, fields: SetAttributes, handle: UInt64?
+  ) throws(Errno) -> stat {
+    let inode = inodes.inode(node)
+    let openFD = handle.map { Int32(truncatingIfNeeded: $0) }
+    if fields.contains(.mode) {
+      if let openFD { try Sys.fchmod(openFD, attributes.st_mode) } else { try Sys.chmod(inode.fd, attributes.st_mode) }
+    }
+    if fields.contains(.uid) || fields.contains(.gid) {
+      let uid = fields.contains(.uid) ? attributes.st_uid : uid_t.max
+      let gid = fields.contains(.gid) ? attributes.st_gid : gid_t.max
+      try Sys.chown(inode.fd, uid, gid)
+    }
+    if fields.contains(.size) {
+      try truncate(inode, openFD: openFD, to: attributes.st_size)
+    }
+    if !fields.isDisjoint(with: [.atime, .mtime, .atimeNow, .mtimeNow]) {
+      let omit = timespec(tv_sec: 0, tv_nsec: Linux.utimeOmit)
+      let now = timespec(tv_sec: 0, tv_nsec: Linux.utimeNow)
+      let atime = fields.contains(.atimeNow) ? now : fields.contains(.atime) ? attributes.st_atim : omit
+      let mtime = fields.contains(.mtimeNow) ? now : fields.contains(.mtime) ? attributes.st_mtim : omit
+      if let openFD {
+        try Sys.futimens(openFD, (atime, mtime))
+      } else {
+        try Sys.utimens(inode.fd, isSymlink: inode.isSymlink, (atime, mtime))
+      }
+    }
+    return try Sys.fstat(inode.fd)
+  }
+
+  /// Truncates through the open handle, or through a short-lived writable descriptor.
+  func truncate(_ inode: Inode, openFD: Int32?, to size: off_t) throws(Errno) {
+    if let openFD {
+      try Sys.ftruncate(openFD, size)
+      return
+    }
+    let fd = try Sys.reopen(inode.fd, flags: O_WRONLY | O_CLOEXEC)
+    defer { Sys.close(fd) }
+    try Sys.ftruncate(fd, size)
+  }
+
+  /// `readlink`.
+  public func readlink(_ ctx: RequestContext, node: NodeID) throws(Errno) -> [UInt8] {
+    try Sys.readlink(inodes.inode(node).fd)
+  }
+
+  /// `access`: checked with the caller's filesystem credentials (`AT_EACCESS` uses them).
+  public func access(_ ctx: RequestContext, node: NodeID, mask: Int32) throws(Errno) {
+    let fd = inodes.inode(node).fd
+    try ctx.asCaller { () throws(Errno) in try Sys.access(fd, mask) }
+  }
+
+  /// `statfs`.
+  public func statfs(_ ctx: RequestContext, node: NodeID) throws(Errno) -> statvfs {
+    try Sys.fstatvfs(inodes.root.fd)
+  }
+}

@@ -1,0 +1,119 @@
+import FuseBridge
+import Posix
+import SandboxPolicy
+import Synchronization
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// The AppBox filesystem: an inode-based passthrough over the backing directory (after
+/// libfuse's `passthrough_hp.cc`) that asks the policy core before every decision.
+///
+/// Handlers live in extensions by op family: `+Nodes` (lookup, attributes),
+/// `+Namespace` (create, remove, rename, link), `+Files` (open and I/O),
+/// `+Directories` (listing), `+Xattrs`.
+public final class SandboxFilesystem: FuseFilesystem {
+  /// Kernel-facing node table.
+  let inodes: InodeTable
+  /// Cache timeouts, as configured for the session.
+  let configuration: FuseConfiguration
+  /// Set once the mount is up.
+  let notifier = Mutex<KernelNotifier?>(nil)
+
+  /// Opens the backing directory and creates the fixed layout in it.
+  /// - Throws: ``Errno`` when the backing directory cannot be opened or the layout cannot
+  ///   be created (e.g. a fixed name exists but is not a directory).
+  public init(backingDirectory: String, configuration: FuseConfiguration) throws(Errno) {
+    let rootFD = try Sys.openat(AT_FDCWD, backingDirectory, Linux.openPath | O_DIRECTORY | O_CLOEXEC)
+    let rootStat: stat
+    do throws(Errno) { rootStat = try Sys.fstat(rootFD) } catch {
+      Sys.close(rootFD)
+      throw error
+    }
+    inodes = InodeTable(root: Inode(fd: rootFD, attributes: rootStat, fixed: nil, lookups: 1))
+    self.configuration = configuration
+    try Self.createLayout(in: rootFD)
+  }
+
+  /// Creates every fixed directory that is missing; refuses a fixed name that is not a
+  /// directory (or is a symlink), changing nothing.
+  static func createLayout(in rootFD: Int32) throws(Errno) {
+    for directory in SandboxLayout.creationOrder {
+      var dirFD = try Sys.dup(rootFD)
+      defer { Sys.close(dirFD) }
+      for component in directory.components {
+        let name = component + [0]
+        let next = try name.withUnsafeBufferPointer { (p) throws(Errno) -> Int32 in
+          let cname = UnsafeRawPointer(p.baseAddress!).assumingMemoryBound(to: CChar.self)
+          do throws(Errno) {
+            return try Sys.openat(dirFD, cname, Linux.openPath | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+          } catch where error == .noEntry {
+            try Sys.mkdirat(dirFD, cname, 0o755)
+            return try Sys.openat(dirFD, cname, Linux.openPath | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+          }
+        }
+        Sys.close(dirFD)
+        dirFD = next
+      }
+    }
+  }
+
+  public func mounted(notifier: KernelNotifier) {
+    self.notifier.withLock { $0 = notifier }
+  }
+
+  // MARK: - Helpers shared by the handlers
+
+  /// How the layout treats names in `directory`.
+  func layoutParent(_ directory: Inode) -> SandboxLayout.Parent {
+    if directory === inodes.root { return .root }
+    return directory.fixed == .library ? .library : .other
+  }
+
+  /// The reply for `inode` with fresh attributes.
+  func entry(_ inode: Inode, _ attributes: stat) -> Entry {
+    Entry(
+      node: inodes.node(inode), attributes: attributes, entryTimeout: configuration.entryTimeout,
+      attributeTimeout: configuration.attributeTimeout)
+  }
+
+  /// Looks `name` up in `parent` and takes one lookup on the result.
+  func lookupEntry(in parent: Inode, name: UnsafePointer<CChar>) throws(Errno) -> Entry {
+    let fd = try Sys.openat(parent.fd, name, Linux.openPath | O_NOFOLLOW | O_CLOEXEC)
+    let attributes: stat
+    do throws(Errno) { attributes = try Sys.fstat(fd) } catch {
+      Sys.close(fd)
+      throw error
+    }
+    let fixed = SandboxLayout.fixedDirectory(named: CName(name), in: layoutParent(parent))
+    let inode = inodes.remember(fd: fd, attributes: attributes, fixed: attributes.st_mode & S_IFMT == S_IFDIR ? fixed : nil)
+    return entry(inode, attributes)
+  }
+
+  /// Refuses a new name directly in the container root.
+  func checkCanCreate(in parent: Inode) throws(Errno) {
+    guard SandboxLayout.allowsNewEntries(in: layoutParent(parent)) else { throw .notPermitted }
+  }
+
+  /// Refuses removing, renaming or replacing a fixed directory.
+  func checkCanRemove(_ name: UnsafePointer<CChar>, in parent: Inode) throws(Errno) {
+    guard SandboxLayout.allowsRemoval(of: CName(name), in: layoutParent(parent)) else { throw .notPermitted }
+  }
+}
+
+/// A NUL-terminated C name viewed as bytes, without copying.
+struct CName: RandomAccessCollection {
+  let buffer: UnsafeBufferPointer<UInt8>
+
+  init(_ name: UnsafePointer<CChar>) {
+    buffer = UnsafeBufferPointer(start: UnsafeRawPointer(name).assumingMemoryBound(to: UInt8.self), count: strlen(name))
+  }
+
+  var startIndex: Int { 0 }
+  var endIndex: Int { buffer.count }
+  subscript(position: Int) -> UInt8 { buffer[position] }
+
+  /// A copy of the bytes.
+  var bytes: [UInt8] { Array(buffer) }
+}

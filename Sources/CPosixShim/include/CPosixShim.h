@@ -1,0 +1,88 @@
+// Linux calls and constants that Swift's Glibc module does not export (they need
+// _GNU_SOURCE, are variadic, or are raw syscalls). Every symbol starts with `cposix_`.
+//
+// Swift builds glibc's headers once, as a module, without _GNU_SOURCE, so defining it here
+// has no effect: GNU-only functions go through syscall(2) and GNU-only constants use
+// glibc's always-defined internal names (__O_PATH...) or the kernel's UAPI headers.
+#ifndef APPBOX_CPOSIX_SHIM_H
+#define APPBOX_CPOSIX_SHIM_H
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <sys/fsuid.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/syscall.h>
+#include <sys/types.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+#include <linux/falloc.h>
+#include <linux/fs.h>
+
+#ifndef AT_EMPTY_PATH
+#define AT_EMPTY_PATH 0x1000
+#endif
+#ifndef SEEK_DATA
+#define SEEK_DATA 3
+#define SEEK_HOLE 4
+#endif
+
+static inline int cposix_o_path(void) { return __O_PATH; }
+static inline int cposix_o_nofollow(void) { return O_NOFOLLOW; }
+static inline int cposix_o_directory(void) { return O_DIRECTORY; }
+static inline int cposix_o_cloexec(void) { return O_CLOEXEC; }
+static inline int cposix_o_direct(void) { return __O_DIRECT; }
+static inline int cposix_o_noatime(void) { return __O_NOATIME; }
+static inline int cposix_at_empty_path(void) { return AT_EMPTY_PATH; }
+static inline int cposix_at_symlink_nofollow(void) { return AT_SYMLINK_NOFOLLOW; }
+static inline int cposix_at_removedir(void) { return AT_REMOVEDIR; }
+static inline int cposix_at_symlink_follow(void) { return AT_SYMLINK_FOLLOW; }
+static inline int cposix_seek_data(void) { return SEEK_DATA; }
+static inline int cposix_seek_hole(void) { return SEEK_HOLE; }
+static inline unsigned cposix_rename_noreplace(void) { return RENAME_NOREPLACE; }
+static inline unsigned cposix_rename_exchange(void) { return RENAME_EXCHANGE; }
+static inline unsigned cposix_rename_whiteout(void) { return RENAME_WHITEOUT; }
+static inline int cposix_falloc_keep_size(void) { return FALLOC_FL_KEEP_SIZE; }
+static inline int cposix_falloc_punch_hole(void) { return FALLOC_FL_PUNCH_HOLE; }
+static inline long cposix_utime_now(void) { return UTIME_NOW; }
+static inline long cposix_utime_omit(void) { return UTIME_OMIT; }
+
+static inline int cposix_renameat2(int olddirfd, const char *oldpath, int newdirfd, const char *newpath, unsigned flags) {
+  return (int)syscall(SYS_renameat2, olddirfd, oldpath, newdirfd, newpath, flags);
+}
+static inline int cposix_fallocate(int fd, int mode, off_t offset, off_t len) {
+  return (int)syscall(SYS_fallocate, fd, mode, offset, len);
+}
+static inline ssize_t cposix_copy_file_range(int in, off_t *off_in, int out, off_t *off_out, size_t len, unsigned flags) {
+  return (ssize_t)syscall(SYS_copy_file_range, in, off_in, out, off_out, len, flags);
+}
+static inline int cposix_openat(int dirfd, const char *path, int flags, mode_t mode) {
+  return openat(dirfd, path, flags, mode);
+}
+static inline short cposix_spawn_setsid(void) { return 0x80; /* POSIX_SPAWN_SETSID, GNU-only */ }
+
+static inline ssize_t cposix_getxattr(const char *path, const char *name, void *value, size_t size) {
+  return getxattr(path, name, value, size);
+}
+static inline int cposix_setxattr(const char *path, const char *name, const void *value, size_t size, int flags) {
+  return setxattr(path, name, value, size, flags);
+}
+static inline ssize_t cposix_listxattr(const char *path, char *list, size_t size) {
+  return listxattr(path, list, size);
+}
+static inline int cposix_removexattr(const char *path, const char *name) { return removexattr(path, name); }
+
+static inline int cposix_fcntl_int(int fd, int cmd, int arg) { return fcntl(fd, cmd, arg); }
+
+/// Per-thread filesystem credentials. setfsuid/setfsgid are per-thread on Linux; the
+/// supplementary groups go through the raw syscall because glibc's setgroups() changes
+/// every thread of the process.
+static inline int cposix_setfsuid(uid_t uid) { return setfsuid(uid); }
+static inline int cposix_setfsgid(gid_t gid) { return setfsgid(gid); }
+static inline int cposix_thread_setgroups(size_t count, const gid_t *groups) {
+  return (int)syscall(SYS_setgroups, count, groups);
+}
+static inline long cposix_gettid(void) { return syscall(SYS_gettid); }
+
+#endif

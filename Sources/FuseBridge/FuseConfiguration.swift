@@ -1,0 +1,38 @@
+import CFuse
+
+/// How the session asks the kernel to cache and batch.
+public struct FuseConfiguration: Sendable {
+  /// Seconds the kernel may cache attributes (all changes go through the mount).
+  public var attributeTimeout: Double = 60
+  /// Seconds the kernel may cache names, negative ones included.
+  public var entryTimeout: Double = 60
+  /// Largest write request, in bytes.
+  public var maxWrite: UInt32 = 1 << 20
+  /// Largest read-ahead, in bytes.
+  public var maxReadahead: UInt32 = 1 << 20
+  /// Worker threads libfuse may keep busy at once.
+  public var maxThreads: UInt32 = 16
+  /// Idle worker threads libfuse keeps around.
+  public var maxIdleThreads: UInt32 = 8
+
+  /// The defaults.
+  public init() {}
+
+  func apply(to conn: UnsafeMutablePointer<fuse_conn_info>) {
+    var want = conn.pointee.want
+    let capable = conn.pointee.capable
+    // Attributes with listings: one round trip instead of a lookup per entry.
+    want |= capable & (cfuse_cap_readdirplus() | cfuse_cap_readdirplus_auto())
+    want |= capable & cfuse_cap_parallel_dirops()
+    want |= capable & cfuse_cap_cache_symlinks()
+    // Every write must reach the daemon: the lock state and the quota decide each one.
+    want &= ~cfuse_cap_writeback_cache()
+    // The kernel drops cached pages whose mtime changed (cheap, keeps mmap coherent).
+    want |= capable & cfuse_cap_auto_inval_data()
+    conn.pointee.want = want
+    conn.pointee.max_write = maxWrite
+    conn.pointee.max_readahead = min(maxReadahead, conn.pointee.max_readahead)
+    conn.pointee.max_background = 64
+    conn.pointee.congestion_threshold = 48
+  }
+}

@@ -1,0 +1,311 @@
+import CFuse
+import Posix
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// Holds the filesystem for the session; `fuse_req_userdata` points at it.
+final class FilesystemBox {
+  let filesystem: any FuseFilesystem
+  let configuration: FuseConfiguration
+  init(_ filesystem: any FuseFilesystem, _ configuration: FuseConfiguration) {
+    self.filesystem = filesystem
+    self.configuration = configuration
+  }
+}
+
+/// The filesystem behind a request.
+///
+/// `Unmanaged` is safe here: the session keeps the box retained from `fuse_session_new`
+/// until after the loop has returned and the session is destroyed.
+@inline(__always)
+private func filesystem(_ req: fuse_req_t?) -> any FuseFilesystem {
+  Unmanaged<FilesystemBox>.fromOpaque(fuse_req_userdata(req)!).takeUnretainedValue().filesystem
+}
+
+// MARK: - Replies (the only callers of fuse_reply_*)
+
+@inline(__always)
+private func reply(_ req: fuse_req_t?, _ error: Errno) {
+  fuse_reply_err(req, error.rawValue)
+}
+
+@inline(__always)
+private func reply(_ req: fuse_req_t?, _ entry: Entry) {
+  var param = fuse_entry_param()
+  param.ino = entry.node.rawValue
+  param.attr = entry.attributes
+  param.attr_timeout = entry.attributeTimeout
+  param.entry_timeout = entry.entryTimeout
+  fuse_reply_entry(req, &param)
+}
+
+@inline(__always)
+private func apply(_ opened: OpenedFile, to fi: UnsafeMutablePointer<fuse_file_info>) {
+  fi.pointee.fh = opened.handle
+  cfuse_fi_set_keep_cache(fi, opened.keepCache ? 1 : 0)
+  cfuse_fi_set_direct_io(fi, opened.directIO ? 1 : 0)
+  cfuse_fi_set_cache_readdir(fi, opened.cacheDirectory ? 1 : 0)
+}
+
+/// Replies to getxattr/listxattr: the size for a probe, ERANGE when too small.
+@inline(__always)
+private func replyXattr(_ req: fuse_req_t?, _ value: [UInt8], size: Int) {
+  if size == 0 {
+    fuse_reply_xattr(req, value.count)
+  } else if value.count > size {
+    reply(req, .outOfRange)
+  } else {
+    value.withUnsafeBytes { fuse_reply_buf(req, $0.baseAddress?.assumingMemoryBound(to: CChar.self), $0.count) }
+  }
+}
+
+private func readdir(_ req: fuse_req_t?, _ ino: fuse_ino_t, _ size: Int, _ offset: off_t, _ fi: UnsafeMutablePointer<fuse_file_info>?, plus: Bool) {
+  var filler = DirectoryFiller(request: req!, capacity: size, plus: plus)
+  do throws(Errno) {
+    try filesystem(req).readdir(RequestContext(req!), node: NodeID(rawValue: ino), handle: fi!.pointee.fh, offset: offset, filler: &filler)
+    filler.reply()
+  } catch {
+    // An error after some entries were added would lose their lookups: reply with what
+    // fits instead, as passthrough_hp does.
+    if filler.isEmpty {
+      filler.discard()
+      reply(req, error)
+    } else {
+      filler.reply()
+    }
+  }
+}
+
+// MARK: - The operations table
+
+/// Builds the `fuse_lowlevel_ops` table. `nonisolated` with capture-free closures: libfuse
+/// calls these on its worker threads, never on the main actor.
+nonisolated func makeOperations() -> fuse_lowlevel_ops {
+  var ops = fuse_lowlevel_ops()
+  ops.`init` = { userdata, conn in
+    let box = Unmanaged<FilesystemBox>.fromOpaque(userdata!).takeUnretainedValue()
+    box.configuration.apply(to: conn!)
+  }
+  ops.lookup = { req, parent, name in
+    do throws(Errno) {
+      reply(req, try filesystem(req).lookup(RequestContext(req!), parent: NodeID(rawValue: parent), name: name!))
+    } catch { reply(req, error) }
+  }
+  ops.forget = { req, ino, count in
+    filesystem(req).forget(NodeID(rawValue: ino), count: count)
+    fuse_reply_none(req)
+  }
+  ops.forget_multi = { req, count, forgets in
+    let fs = filesystem(req)
+    for item in UnsafeBufferPointer(start: forgets, count: count) {
+      fs.forget(NodeID(rawValue: item.ino), count: item.nlookup)
+    }
+    fuse_reply_none(req)
+  }
+  ops.getattr = { req, ino, fi in
+    do throws(Errno) {
+      var st = try filesystem(req).getattr(RequestContext(req!), node: NodeID(rawValue: ino), handle: fi?.pointee.fh)
+      fuse_reply_attr(req, &st, box(req).configuration.attributeTimeout)
+    } catch { reply(req, error) }
+  }
+  ops.setattr = { req, ino, attr, toSet, fi in
+    do throws(Errno) {
+      var st = try filesystem(req).setattr(
+        RequestContext(req!), node: NodeID(rawValue: ino), attributes: attr!.pointee,
+        fields: SetAttributes(rawValue: toSet), handle: fi?.pointee.fh)
+      fuse_reply_attr(req, &st, box(req).configuration.attributeTimeout)
+    } catch { reply(req, error) }
+  }
+  ops.readlink = { req, ino in
+    do throws(Errno) {
+      var target = try filesystem(req).readlink(RequestContext(req!), node: NodeID(rawValue: ino))
+      target.append(0)
+      target.withUnsafeBytes { _ = fuse_reply_readlink(req, $0.baseAddress!.assumingMemoryBound(to: CChar.self)) }
+    } catch { reply(req, error) }
+  }
+  ops.mknod = { req, parent, name, mode, rdev in
+    do throws(Errno) {
+      reply(req, try filesystem(req).mknod(RequestContext(req!), parent: NodeID(rawValue: parent), name: name!, mode: mode, device: rdev))
+    } catch { reply(req, error) }
+  }
+  ops.mkdir = { req, parent, name, mode in
+    do throws(Errno) {
+      reply(req, try filesystem(req).mkdir(RequestContext(req!), parent: NodeID(rawValue: parent), name: name!, mode: mode))
+    } catch { reply(req, error) }
+  }
+  ops.unlink = { req, parent, name in
+    do throws(Errno) {
+      try filesystem(req).unlink(RequestContext(req!), parent: NodeID(rawValue: parent), name: name!)
+      fuse_reply_err(req, 0)
+    } catch { reply(req, error) }
+  }
+  ops.rmdir = { req, parent, name in
+    do throws(Errno) {
+      try filesystem(req).rmdir(RequestContext(req!), parent: NodeID(rawValue: parent), name: name!)
+      fuse_reply_err(req, 0)
+    } catch { reply(req, error) }
+  }
+  ops.symlink = { req, target, parent, name in
+    do throws(Errno) {
+      reply(req, try filesystem(req).symlink(RequestContext(req!), target: target!, parent: NodeID(rawValue: parent), name: name!))
+    } catch { reply(req, error) }
+  }
+  ops.rename = { req, parent, name, newParent, newName, flags in
+    do throws(Errno) {
+      try filesystem(req).rename(
+        RequestContext(req!), parent: NodeID(rawValue: parent), name: name!, newParent: NodeID(rawValue: newParent),
+        newName: newName!, flags: flags)
+      fuse_reply_err(req, 0)
+    } catch { reply(req, error) }
+  }
+  ops.link = { req, ino, newParent, newName in
+    do throws(Errno) {
+      reply(req, try filesystem(req).link(RequestContext(req!), node: NodeID(rawValue: ino), newParent: NodeID(rawValue: newParent), newName: newName!))
+    } catch { reply(req, error) }
+  }
+  ops.open = { req, ino, fi in
+    do throws(Errno) {
+      let opened = try filesystem(req).open(RequestContext(req!), node: NodeID(rawValue: ino), flags: fi!.pointee.flags)
+      apply(opened, to: fi!)
+      if fuse_reply_open(req, fi) == -ENOENT {
+        // The opener was interrupted: nobody will release this handle.
+        filesystem(req).release(RequestContext(req!), node: NodeID(rawValue: ino), handle: opened.handle)
+      }
+    } catch { reply(req, error) }
+  }
+  ops.create = { req, parent, name, mode, fi in
+    do throws(Errno) {
+      let (entry, opened) = try filesystem(req).create(
+        RequestContext(req!), parent: NodeID(rawValue: parent), name: name!, mode: mode, flags: fi!.pointee.flags)
+      apply(opened, to: fi!)
+      var param = fuse_entry_param()
+      param.ino = entry.node.rawValue
+      param.attr = entry.attributes
+      param.attr_timeout = entry.attributeTimeout
+      param.entry_timeout = entry.entryTimeout
+      if fuse_reply_create(req, &param, fi) == -ENOENT {
+        filesystem(req).release(RequestContext(req!), node: entry.node, handle: opened.handle)
+        filesystem(req).forget(entry.node, count: 1)
+      }
+    } catch { reply(req, error) }
+  }
+  ops.read = { req, ino, size, offset, fi in
+    do throws(Errno) {
+      switch try filesystem(req).read(RequestContext(req!), node: NodeID(rawValue: ino), handle: fi!.pointee.fh, count: size, offset: offset) {
+      case .file(let fd, let from, let count):
+        _ = cfuse_reply_fd_data(req, fd, from, count)
+      }
+    } catch { reply(req, error) }
+  }
+  ops.write_buf = { req, ino, buffers, offset, fi in
+    do throws(Errno) {
+      let written = try filesystem(req).write(
+        RequestContext(req!), node: NodeID(rawValue: ino), handle: fi!.pointee.fh, data: WriteData(buffers: buffers!),
+        offset: offset)
+      fuse_reply_write(req, written)
+    } catch { reply(req, error) }
+  }
+  ops.flush = { req, ino, fi in
+    do throws(Errno) {
+      try filesystem(req).flush(RequestContext(req!), node: NodeID(rawValue: ino), handle: fi!.pointee.fh)
+      fuse_reply_err(req, 0)
+    } catch { reply(req, error) }
+  }
+  ops.release = { req, ino, fi in
+    filesystem(req).release(RequestContext(req!), node: NodeID(rawValue: ino), handle: fi!.pointee.fh)
+    fuse_reply_err(req, 0)
+  }
+  ops.fsync = { req, ino, datasync, fi in
+    do throws(Errno) {
+      try filesystem(req).fsync(RequestContext(req!), node: NodeID(rawValue: ino), handle: fi!.pointee.fh, dataOnly: datasync != 0)
+      fuse_reply_err(req, 0)
+    } catch { reply(req, error) }
+  }
+  ops.opendir = { req, ino, fi in
+    do throws(Errno) {
+      let opened = try filesystem(req).opendir(RequestContext(req!), node: NodeID(rawValue: ino), flags: fi!.pointee.flags)
+      apply(opened, to: fi!)
+      if fuse_reply_open(req, fi) == -ENOENT {
+        filesystem(req).releasedir(RequestContext(req!), node: NodeID(rawValue: ino), handle: opened.handle)
+      }
+    } catch { reply(req, error) }
+  }
+  ops.readdir = { req, ino, size, offset, fi in readdir(req, ino, size, offset, fi, plus: false) }
+  ops.readdirplus = { req, ino, size, offset, fi in readdir(req, ino, size, offset, fi, plus: true) }
+  ops.releasedir = { req, ino, fi in
+    filesystem(req).releasedir(RequestContext(req!), node: NodeID(rawValue: ino), handle: fi!.pointee.fh)
+    fuse_reply_err(req, 0)
+  }
+  ops.fsyncdir = { req, ino, datasync, fi in
+    do throws(Errno) {
+      try filesystem(req).fsyncdir(RequestContext(req!), node: NodeID(rawValue: ino), handle: fi!.pointee.fh, dataOnly: datasync != 0)
+      fuse_reply_err(req, 0)
+    } catch { reply(req, error) }
+  }
+  ops.statfs = { req, ino in
+    do throws(Errno) {
+      var st = try filesystem(req).statfs(RequestContext(req!), node: NodeID(rawValue: ino))
+      fuse_reply_statfs(req, &st)
+    } catch { reply(req, error) }
+  }
+  ops.setxattr = { req, ino, name, value, size, flags in
+    do throws(Errno) {
+      try filesystem(req).setxattr(
+        RequestContext(req!), node: NodeID(rawValue: ino), name: name!, value: UnsafeRawBufferPointer(start: value, count: size),
+        flags: flags)
+      fuse_reply_err(req, 0)
+    } catch { reply(req, error) }
+  }
+  ops.getxattr = { req, ino, name, size in
+    do throws(Errno) {
+      replyXattr(req, try filesystem(req).getxattr(RequestContext(req!), node: NodeID(rawValue: ino), name: name!), size: size)
+    } catch { reply(req, error) }
+  }
+  ops.listxattr = { req, ino, size in
+    do throws(Errno) {
+      replyXattr(req, try filesystem(req).listxattr(RequestContext(req!), node: NodeID(rawValue: ino)), size: size)
+    } catch { reply(req, error) }
+  }
+  ops.removexattr = { req, ino, name in
+    do throws(Errno) {
+      try filesystem(req).removexattr(RequestContext(req!), node: NodeID(rawValue: ino), name: name!)
+      fuse_reply_err(req, 0)
+    } catch { reply(req, error) }
+  }
+  ops.access = { req, ino, mask in
+    do throws(Errno) {
+      try filesystem(req).access(RequestContext(req!), node: NodeID(rawValue: ino), mask: mask)
+      fuse_reply_err(req, 0)
+    } catch { reply(req, error) }
+  }
+  ops.fallocate = { req, ino, mode, offset, length, fi in
+    do throws(Errno) {
+      try filesystem(req).fallocate(
+        RequestContext(req!), node: NodeID(rawValue: ino), handle: fi!.pointee.fh, mode: mode, offset: offset, length: length)
+      fuse_reply_err(req, 0)
+    } catch { reply(req, error) }
+  }
+  ops.lseek = { req, ino, offset, whence, fi in
+    do throws(Errno) {
+      fuse_reply_lseek(
+        req, try filesystem(req).lseek(RequestContext(req!), node: NodeID(rawValue: ino), handle: fi!.pointee.fh, offset: offset, whence: whence))
+    } catch { reply(req, error) }
+  }
+  ops.copy_file_range = { req, inIno, inOffset, inFi, outIno, outOffset, outFi, length, flags in
+    do throws(Errno) {
+      fuse_reply_write(
+        req,
+        try filesystem(req).copyFileRange(
+          RequestContext(req!), from: NodeID(rawValue: inIno), handle: inFi!.pointee.fh, offset: inOffset,
+          to: NodeID(rawValue: outIno), handle: outFi!.pointee.fh, offset: outOffset, count: length, flags: flags))
+    } catch { reply(req, error) }
+  }
+  return ops
+}
+
+@inline(__always)
+private func box(_ req: fuse_req_t?) -> FilesystemBox {
+  Unmanaged<FilesystemBox>.fromOpaque(fuse_req_userdata(req)!).takeUnretainedValue()
+}

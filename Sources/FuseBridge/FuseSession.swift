@@ -1,0 +1,86 @@
+import CFuse
+import Posix
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// Why a session could not be set up.
+public enum FuseSessionError: Error, CustomStringConvertible {
+  /// libfuse rejected the options (it printed which on stderr).
+  case badOptions([String])
+  /// The kernel refused the mount (libfuse printed why on stderr).
+  case mountFailed(String)
+
+  public var description: String {
+    switch self {
+    case .badOptions(let options): "libfuse rejected the mount options \(options.joined(separator: ","))"
+    case .mountFailed(let mountpoint): "could not mount on \(mountpoint)"
+    }
+  }
+}
+
+/// One FUSE session: mount, serve on a pool of worker threads, unmount.
+public final class FuseSession {
+  private let session: OpaquePointer
+  private let box: Unmanaged<FilesystemBox>
+  private var mounted = false
+
+  /// Creates a session for `filesystem` with libfuse `-o` options.
+  public init(filesystem: any FuseFilesystem, configuration: FuseConfiguration, options: [String]) throws(FuseSessionError) {
+    let box = Unmanaged.passRetained(FilesystemBox(filesystem, configuration))
+    var argv: [UnsafeMutablePointer<CChar>?] = [strdup("appbox")]
+    if !options.isEmpty {
+      argv.append(strdup("-o"))
+      argv.append(strdup(options.joined(separator: ",")))
+    }
+    defer { argv.forEach { free($0) } }
+    var ops = makeOperations()
+    let created = argv.withUnsafeMutableBufferPointer { buffer -> OpaquePointer? in
+      var args = cfuse_args_init(Int32(buffer.count), buffer.baseAddress)
+      defer { fuse_opt_free_args(&args) }
+      return fuse_session_new(&args, &ops, MemoryLayout<fuse_lowlevel_ops>.size, box.toOpaque())
+    }
+    guard let created else {
+      box.release()
+      throw .badOptions(options)
+    }
+    self.session = created
+    self.box = box
+  }
+
+  /// Mounts on `mountpoint`.
+  public func mount(_ mountpoint: String) throws(FuseSessionError) {
+    guard fuse_session_mount(session, mountpoint) == 0 else { throw .mountFailed(mountpoint) }
+    mounted = true
+    box.takeUnretainedValue().filesystem.mounted(notifier: KernelNotifier(session: session))
+  }
+
+  /// The descriptor of `/dev/fuse` for this session.
+  public var deviceDescriptor: Int32 { fuse_session_fd(session) }
+
+  /// Serves requests until unmounted or signalled (SIGINT, SIGTERM, SIGHUP end the loop).
+  /// - Returns: 0 on a clean end, else libfuse's error or signal number.
+  public func run(configuration: FuseConfiguration) -> Int32 {
+    guard fuse_set_signal_handlers(session) == 0 else { return -1 }
+    defer { fuse_remove_signal_handlers(session) }
+    return cfuse_session_loop_mt(session, configuration.maxIdleThreads, configuration.maxThreads)
+  }
+
+  /// Asks the loop to end (thread-safe).
+  public func exit() { fuse_session_exit(session) }
+
+  /// Unmounts if mounted.
+  public func unmount() {
+    if mounted {
+      fuse_session_unmount(session)
+      mounted = false
+    }
+  }
+
+  deinit {
+    unmount()
+    fuse_session_destroy(session)
+    box.release()
+  }
+}

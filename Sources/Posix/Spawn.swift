@@ -1,0 +1,92 @@
+import CPosixShim
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// Starting and waiting for child processes (the CLI's only process calls).
+public enum Spawn {
+  /// Starts `path` with `arguments` (argv[0] included), the current environment, and
+  /// standard input from `/dev/null` when `detach` (then also in a new session).
+  /// Descriptors not marked close-on-exec are inherited.
+  /// - Returns: the child's process id.
+  public static func start(_ path: String, _ arguments: [String], detach: Bool = false) throws(Errno) -> pid_t {
+    var actions = posix_spawn_file_actions_t()
+    posix_spawn_file_actions_init(&actions)
+    defer { posix_spawn_file_actions_destroy(&actions) }
+    var attributes = posix_spawnattr_t()
+    posix_spawnattr_init(&attributes)
+    defer { posix_spawnattr_destroy(&attributes) }
+    if detach {
+      posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+      posix_spawnattr_setflags(&attributes, cposix_spawn_setsid())
+    }
+    var argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
+    defer { argv.forEach { free($0) } }
+    var pid: pid_t = 0
+    let result = posix_spawn(&pid, path, &actions, &attributes, &argv, environ)
+    guard result == 0 else { throw Errno(rawValue: result) }
+    return pid
+  }
+
+  /// Waits for `pid` to end.
+  /// - Returns: its exit code, or 128 + the signal that killed it.
+  public static func wait(_ pid: pid_t) -> Int32 {
+    var status: Int32 = 0
+    while waitpid(pid, &status, 0) < 0 {
+      if errno != EINTR { return 127 }
+    }
+    let signal = status & 0x7f
+    return signal == 0 ? (status >> 8) & 0xff : 128 + signal
+  }
+
+  /// Runs a program to completion.
+  /// - Returns: its exit code (127 when it could not be started).
+  public static func run(_ path: String, _ arguments: [String]) -> Int32 {
+    do { return wait(try start(path, arguments)) } catch { return 127 }
+  }
+
+  /// The path of the running executable.
+  public static var currentExecutable: String {
+    var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+    let count = readlink("/proc/self/exe", &buffer, buffer.count - 1)
+    guard count > 0 else { return CommandLine.arguments[0] }
+    return String(decoding: buffer[..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+  }
+}
+
+/// A pipe whose read end stays in this process and whose write end a child inherits.
+public struct ReadinessPipe {
+  /// Read end (close-on-exec).
+  public let readFD: Int32
+  /// Write end (inherited by children).
+  public let writeFD: Int32
+
+  /// Creates the pipe.
+  public init() throws(Errno) {
+    var fds: [Int32] = [0, 0]
+    guard pipe(&fds) == 0 else { throw Errno.current }
+    readFD = fds[0]
+    writeFD = fds[1]
+    _ = fcntl(readFD, F_SETFD, FD_CLOEXEC)
+  }
+
+  /// Reads everything until every write end is closed.
+  public func readAll() -> [UInt8] {
+    var result: [UInt8] = []
+    var buffer = [UInt8](repeating: 0, count: 4096)
+    while true {
+      let count = Glibc.read(readFD, &buffer, buffer.count)
+      if count < 0 && errno == EINTR { continue }
+      if count <= 0 { return result }
+      result += buffer[..<count]
+    }
+  }
+
+  /// Writes a message to a pipe's write end and closes it.
+  public static func send(_ message: String, to fd: Int32) {
+    var bytes = Array(message.utf8)
+    _ = Glibc.write(fd, &bytes, bytes.count)
+    Glibc.close(fd)
+  }
+}

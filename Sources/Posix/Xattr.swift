@@ -1,0 +1,81 @@
+import CPosixShim
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// Extended-attribute calls on an inode descriptor.
+///
+/// `O_PATH` descriptors do not support `f*xattr`, so these go through `/proc/self/fd/N`
+/// (the magic link resolves to the inode itself, never through a path in the tree).
+public enum Xattr {
+  /// `getxattr(2)`: the value, or its size when `buffer` is empty.
+  public static func get(_ fd: Int32, _ name: UnsafePointer<CChar>, into buffer: UnsafeMutableRawBufferPointer) throws(Errno) -> Int {
+    var path = ProcPath(fd)
+    return try path.withCString { (p) throws(Errno) -> Int in
+      try retryingEINTR { cposix_getxattr(p, name, buffer.baseAddress, buffer.count) }
+    }
+  }
+
+  /// Reads a whole value into an array (small attributes; not for the request path's
+  /// size probe, which uses `get`).
+  public static func value(_ fd: Int32, _ name: UnsafePointer<CChar>) throws(Errno) -> [UInt8] {
+    var buffer = [UInt8](repeating: 0, count: 256)
+    while true {
+      let result = buffer.withUnsafeMutableBytes { raw -> Result<Int, Errno> in
+        do throws(Errno) { return .success(try get(fd, name, into: raw)) } catch { return .failure(error) }
+      }
+      switch result {
+      case .success(let count):
+        buffer.removeSubrange(count...)
+        return buffer
+      case .failure(let error) where error == .outOfRange:
+        let size = try get(fd, name, into: UnsafeMutableRawBufferPointer(start: nil, count: 0))
+        buffer = [UInt8](repeating: 0, count: max(size, buffer.count * 2))
+      case .failure(let error):
+        throw error
+      }
+    }
+  }
+
+  /// `setxattr(2)`.
+  public static func set(_ fd: Int32, _ name: UnsafePointer<CChar>, _ value: UnsafeRawBufferPointer, flags: Int32) throws(Errno) {
+    var path = ProcPath(fd)
+    try path.withCString { (p) throws(Errno) in
+      try check(cposix_setxattr(p, name, value.baseAddress, value.count, flags))
+    }
+  }
+
+  /// `listxattr(2)`: NUL-separated names, or the size when `buffer` is empty.
+  public static func list(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer) throws(Errno) -> Int {
+    var path = ProcPath(fd)
+    return try path.withCString { (p) throws(Errno) -> Int in
+      try retryingEINTR { cposix_listxattr(p, buffer.baseAddress?.assumingMemoryBound(to: CChar.self), buffer.count) }
+    }
+  }
+
+  /// All attribute names of an inode, as raw bytes.
+  public static func names(_ fd: Int32) throws(Errno) -> [[UInt8]] {
+    var size = try list(fd, into: UnsafeMutableRawBufferPointer(start: nil, count: 0))
+    while true {
+      var buffer = [UInt8](repeating: 0, count: max(size, 1))
+      let result = buffer.withUnsafeMutableBytes { raw -> Result<Int, Errno> in
+        do throws(Errno) { return .success(try list(fd, into: raw)) } catch { return .failure(error) }
+      }
+      switch result {
+      case .success(let count):
+        return buffer[..<count].split(separator: 0, omittingEmptySubsequences: true).map(Array.init)
+      case .failure(let error) where error == .outOfRange:
+        size = try list(fd, into: UnsafeMutableRawBufferPointer(start: nil, count: 0))
+      case .failure(let error):
+        throw error
+      }
+    }
+  }
+
+  /// `removexattr(2)`.
+  public static func remove(_ fd: Int32, _ name: UnsafePointer<CChar>) throws(Errno) {
+    var path = ProcPath(fd)
+    try path.withCString { (p) throws(Errno) in try check(cposix_removexattr(p, name)) }
+  }
+}

@@ -1,0 +1,65 @@
+/// The fixed directories of an app container (SPEC §1): created at mount, never removed
+/// or renamed through the mount.
+public enum SandboxLayout {
+  /// A fixed directory of the container.
+  public enum FixedDirectory: CaseIterable, Sendable {
+    case documents, library, applicationSupport, preferences, caches, tmp
+
+    /// Path components below the container root.
+    public var components: [[UInt8]] {
+      switch self {
+      case .documents: [Array("Documents".utf8)]
+      case .library: [Array("Library".utf8)]
+      case .applicationSupport: [Array("Library".utf8), Array("Application Support".utf8)]
+      case .preferences: [Array("Library".utf8), Array("Preferences".utf8)]
+      case .caches: [Array("Library".utf8), Array("Caches".utf8)]
+      case .tmp: [Array("tmp".utf8)]
+      }
+    }
+
+    /// The path below the container root, for messages and the CLI.
+    public var path: String { components.map { String(decoding: $0, as: UTF8.self) }.joined(separator: "/") }
+  }
+
+  /// The fixed directories in creation order (parents first).
+  public static let creationOrder: [FixedDirectory] = [
+    .documents, .library, .applicationSupport, .preferences, .caches, .tmp,
+  ]
+
+  /// What kind of directory a name is looked up in, as far as the layout cares.
+  public enum Parent: Sendable {
+    /// The container root.
+    case root
+    /// `Library/`.
+    case library
+    /// Any other directory: everything there is the user's.
+    case other
+  }
+
+  /// The fixed directory `name` denotes inside `parent`, if any.
+  public static func fixedDirectory(named name: some Collection<UInt8>, in parent: Parent) -> FixedDirectory? {
+    switch parent {
+    case .root:
+      if name.elementsEqual("Documents".utf8) { return .documents }
+      if name.elementsEqual("Library".utf8) { return .library }
+      if name.elementsEqual("tmp".utf8) { return .tmp }
+      return nil
+    case .library:
+      if name.elementsEqual("Application Support".utf8) { return .applicationSupport }
+      if name.elementsEqual("Preferences".utf8) { return .preferences }
+      if name.elementsEqual("Caches".utf8) { return .caches }
+      return nil
+    case .other:
+      return nil
+    }
+  }
+
+  /// Whether a new entry may be created directly in `parent`. The container root holds
+  /// only the fixed directories, as on iOS where an app cannot write its container's root.
+  public static func allowsNewEntries(in parent: Parent) -> Bool { parent != .root }
+
+  /// Whether the entry `name` in `parent` may be removed, renamed, or replaced.
+  public static func allowsRemoval(of name: some Collection<UInt8>, in parent: Parent) -> Bool {
+    fixedDirectory(named: name, in: parent) == nil
+  }
+}

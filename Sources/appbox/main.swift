@@ -1,0 +1,1 @@
+import AppBoxCLI; AppBoxCommandLine.main()

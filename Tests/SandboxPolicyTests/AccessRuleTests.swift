@@ -1,0 +1,140 @@
+import Testing
+
+@testable import SandboxPolicy
+
+/// One cell of the SPEC §2 table.
+struct AccessCase: Sendable, CustomTestStringConvertible {
+  var protectionClass: ProtectionClass
+  var operation: ProtectedOperation
+  var state: DeviceState
+  var cxExpired: Bool
+  var allowed: Bool
+
+  var testDescription: String {
+    "\(protectionClass.letter) \(operation.name) \(state.name) cxExpired=\(cxExpired)"
+      + " → \(allowed ? "ok" : "EPERM")"
+  }
+}
+
+@Suite("AccessRule")
+struct AccessRuleTests {
+  // The SPEC §2 table, written out by hand. Columns: BFU, UNLOCKED, GRACE, LOCKED;
+  // "+" = ok, "-" = EPERM. Keys: class letter and operation name.
+  static let tableCXNotExpired: [String: String] = [
+    "A createNew": "-++-", "A openExisting": "-++-", "A handleIO": "-++-",
+    "A metadata": "++++",
+    "B createNew": "++++", "B openExisting": "-++-", "B handleIO": "++++",
+    "B metadata": "++++",
+    "C createNew": "-+++", "C openExisting": "-+++", "C handleIO": "-+++",
+    "C metadata": "++++",
+    "CX createNew": "-+++", "CX openExisting": "-+++", "CX handleIO": "-+++",
+    "CX metadata": "++++",
+    "D createNew": "++++", "D openExisting": "++++", "D handleIO": "++++",
+    "D metadata": "++++",
+  ]
+
+  // Same table once the CX inactivity timeout has run out: only CX changes (as A).
+  static let tableCXExpired: [String: String] = [
+    "A createNew": "-++-", "A openExisting": "-++-", "A handleIO": "-++-",
+    "A metadata": "++++",
+    "B createNew": "++++", "B openExisting": "-++-", "B handleIO": "++++",
+    "B metadata": "++++",
+    "C createNew": "-+++", "C openExisting": "-+++", "C handleIO": "-+++",
+    "C metadata": "++++",
+    "CX createNew": "-++-", "CX openExisting": "-++-", "CX handleIO": "-++-",
+    "CX metadata": "++++",
+    "D createNew": "++++", "D openExisting": "++++", "D handleIO": "++++",
+    "D metadata": "++++",
+  ]
+
+  static let stateColumns: [DeviceState] = [.bfu, .unlocked, .grace, .locked]
+
+  static let allCases: [AccessCase] = {
+    var cases: [AccessCase] = []
+    for cxExpired in [false, true] {
+      let table = cxExpired ? tableCXExpired : tableCXNotExpired
+      precondition(table.count == 20, "table must list 5 classes × 4 operations")
+      for protectionClass in ProtectionClass.allCases {
+        for operation in ProtectedOperation.allCases {
+          let row = Array(table["\(protectionClass.letter) \(operation.name)"]!)
+          for (column, state) in stateColumns.enumerated() {
+            cases.append(
+              AccessCase(
+                protectionClass: protectionClass, operation: operation, state: state,
+                cxExpired: cxExpired, allowed: row[column] == "+"))
+          }
+        }
+      }
+    }
+    return cases
+  }()
+
+  @Test("every class × operation × state × cxExpired", arguments: allCases)
+  func decideMatchesTable(_ cell: AccessCase) {
+    #expect(
+      AccessRule.decide(
+        cell.protectionClass, cell.operation, state: cell.state, cxExpired: cell.cxExpired)
+        == cell.allowed)
+    let snapshot = LockSnapshot(state: cell.state, cxExpired: cell.cxExpired)
+    #expect(snapshot.allows(cell.protectionClass, cell.operation) == cell.allowed)
+  }
+
+  @Test func tableCoversEveryCombination() {
+    #expect(Self.allCases.count == 5 * 4 * 4 * 2)
+  }
+
+  @Test(
+    "changing a class needs the current class open-able",
+    arguments: [
+      (ProtectionClass.complete, DeviceState.locked, false, false),
+      (.complete, .grace, false, true),
+      (.complete, .bfu, false, false),
+      (.completeUnlessOpen, .locked, false, false),
+      (.completeUnlessOpen, .unlocked, false, true),
+      (.completeUntilFirstUserAuthentication, .bfu, false, false),
+      (.completeUntilFirstUserAuthentication, .locked, true, true),
+      (.completeWhenUserInactive, .locked, false, true),
+      (.completeWhenUserInactive, .locked, true, false),
+      (.completeWhenUserInactive, .grace, true, true),
+      (ProtectionClass.none, .bfu, true, true),
+      (ProtectionClass.none, .locked, true, true),
+    ])
+  func canChangeClass(
+    _ current: ProtectionClass, _ state: DeviceState, _ cxExpired: Bool, _ expected: Bool
+  ) {
+    #expect(
+      AccessRule.canChangeClass(from: current, state: state, cxExpired: cxExpired) == expected)
+  }
+
+  @Test(
+    "cache flush on lock only for A and CX",
+    arguments: [
+      (ProtectionClass.complete, true),
+      (.completeUnlessOpen, false),
+      (.completeUntilFirstUserAuthentication, false),
+      (.completeWhenUserInactive, true),
+      (ProtectionClass.none, false),
+    ])
+  func needsCacheFlush(_ protectionClass: ProtectionClass, _ expected: Bool) {
+    #expect(AccessRule.needsCacheFlushOnLock(protectionClass) == expected)
+  }
+
+  @Test func classesBecomingInaccessible() {
+    let unlocked = LockSnapshot(state: .unlocked)
+    let grace = LockSnapshot(state: .grace)
+    let locked = LockSnapshot(state: .locked, cxExpired: false)
+    let lockedExpired = LockSnapshot(state: .locked, cxExpired: true)
+    #expect(LockSnapshot.classesBecomingInaccessible(from: unlocked, to: grace) == [])
+    #expect(LockSnapshot.classesBecomingInaccessible(from: grace, to: locked) == [.complete])
+    #expect(
+      LockSnapshot.classesBecomingInaccessible(from: locked, to: lockedExpired)
+        == [.completeWhenUserInactive])
+    #expect(
+      LockSnapshot.classesBecomingInaccessible(from: grace, to: lockedExpired)
+        == [.complete, .completeWhenUserInactive])
+    #expect(LockSnapshot.classesBecomingInaccessible(from: lockedExpired, to: unlocked) == [])
+    #expect(
+      LockSnapshot.classesBecomingInaccessible(from: grace, to: locked, for: .openExisting)
+        == [.complete, .completeUnlessOpen])
+  }
+}
