@@ -25,6 +25,6 @@ let package = Package(
     .executableTarget(name: "appbox", dependencies: ["AppBoxCLI"]),
     .target(name: "AppBoxClient", dependencies: ["Posix"]),
     .testTarget(name: "SandboxPolicyTests", dependencies: ["SandboxPolicy"]),
-    .testTarget(name: "MountTests", dependencies: ["Posix", "SandboxPolicy"]),
+    .testTarget(name: "MountTests", dependencies: ["appbox", "Posix", "SandboxPolicy"]),
   ]
 )

@@ -94,10 +94,10 @@ enum MountCommand {
     let pipe: ReadinessPipe
     do throws(Errno) { pipe = try ReadinessPipe() } catch { throw CLIError(.osError, "cannot create a pipe: \(error)") }
     var arguments = [Spawn.currentExecutable] + CommandLine.arguments.dropFirst()
-    arguments += ["--ready-fd", String(pipe.writeFD)]
+    arguments += ["--ready-fd", "3"]
     let pid: pid_t
     do {
-      pid = try Spawn.start(arguments[0], arguments, detach: true)
+      pid = try Spawn.start(arguments[0], arguments, detach: true, passing: pipe.writeFD)
     } catch {
       throw CLIError(.osError, "cannot start the daemon: \(error)")
     }

@@ -6,11 +6,14 @@ import CPosixShim
 
 /// Starting and waiting for child processes (the CLI's only process calls).
 public enum Spawn {
-  /// Starts `path` with `arguments` (argv[0] included), the current environment, and
-  /// standard input from `/dev/null` when `detach` (then also in a new session).
-  /// Descriptors not marked close-on-exec are inherited.
+  /// Starts `path` with `arguments` (argv[0] included) and the current environment.
+  /// With `detach`, the child runs in a new session with standard input from `/dev/null`,
+  /// and inherits no descriptor but the standard ones and `passing`, which it gets as
+  /// descriptor 3.
   /// - Returns: the child's process id.
-  public static func start(_ path: String, _ arguments: [String], detach: Bool = false) throws(Errno) -> pid_t {
+  public static func start(_ path: String, _ arguments: [String], detach: Bool = false, passing: Int32? = nil)
+    throws(Errno) -> pid_t
+  {
     var actions = posix_spawn_file_actions_t()
     posix_spawn_file_actions_init(&actions)
     defer { posix_spawn_file_actions_destroy(&actions) }
@@ -20,6 +23,12 @@ public enum Spawn {
     if detach {
       posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
       posix_spawnattr_setflags(&attributes, cposix_spawn_setsid())
+      if let passing {
+        posix_spawn_file_actions_adddup2(&actions, passing, 3)
+        cposix_spawn_addclosefrom(&actions, 4)
+      } else {
+        cposix_spawn_addclosefrom(&actions, 3)
+      }
     }
     var argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
     defer { argv.forEach { free($0) } }

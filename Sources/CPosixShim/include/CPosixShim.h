@@ -16,6 +16,7 @@
 #include <sys/syscall.h>
 #include <sys/types.h>
 #include <sys/xattr.h>
+#include <spawn.h>
 #include <unistd.h>
 #include <linux/falloc.h>
 #include <linux/fs.h>
@@ -59,6 +60,12 @@ static inline ssize_t cposix_copy_file_range(int in, off_t *off_in, int out, off
 }
 static inline int cposix_openat(int dirfd, const char *path, int flags, mode_t mode) {
   return openat(dirfd, path, flags, mode);
+}
+/// Closes every descriptor from `lowest` up in the child (glibc >= 2.34; declared by
+/// glibc only under _GNU_SOURCE).
+extern int posix_spawn_file_actions_addclosefrom_np(posix_spawn_file_actions_t *, int);
+static inline int cposix_spawn_addclosefrom(posix_spawn_file_actions_t *actions, int lowest) {
+  return posix_spawn_file_actions_addclosefrom_np(actions, lowest);
 }
 static inline short cposix_spawn_setsid(void) { return 0x80; /* POSIX_SPAWN_SETSID, GNU-only */ }
 

@@ -1,0 +1,205 @@
+import Foundation
+import Testing
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// Whether FUSE mount tests can run here. In CI (`CI` set) they always run, so that a
+/// machine without FUSE fails loudly instead of skipping.
+enum FuseSupport {
+  static let usable: Bool = {
+    if ProcessInfo.processInfo.environment["CI"] != nil { return true }
+    let fd = open("/dev/fuse", O_RDWR | O_CLOEXEC)
+    if fd >= 0 { close(fd) }
+    return fd >= 0
+  }()
+}
+
+extension Trait where Self == ConditionTrait {
+  /// Needs a working `/dev/fuse` (never skipped in CI).
+  static var needsFUSE: Self { .enabled(if: FuseSupport.usable, "needs /dev/fuse") }
+}
+
+/// The result of running a command.
+struct CommandResult {
+  let status: Int32
+  let output: String
+  let error: String
+}
+
+/// Runs external programs for the tests.
+enum Command {
+  /// The `appbox` binary built next to this test bundle.
+  static let appbox: String = {
+    var buffer = [CChar](repeating: 0, count: 4096)
+    let count = readlink("/proc/self/exe", &buffer, buffer.count - 1)
+    let exe = String(decoding: buffer[..<max(count, 0)].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    return (exe as NSString).deletingLastPathComponent + "/appbox"
+  }()
+
+  /// Runs `executable` (a path, or a name looked up in PATH) and captures its output.
+  @discardableResult
+  static func run(
+    _ executable: String, _ arguments: [String], input: Data? = nil, environment: [String: String]? = nil,
+    directory: String? = nil
+  ) throws -> CommandResult {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: executable.hasPrefix("/") ? executable : "/usr/bin/env")
+    process.arguments = executable.hasPrefix("/") ? arguments : [executable] + arguments
+    if let environment { process.environment = environment }
+    if let directory { process.currentDirectoryURL = URL(fileURLWithPath: directory) }
+    let out = Pipe()
+    let err = Pipe()
+    process.standardOutput = out
+    process.standardError = err
+    let inPipe = Pipe()
+    process.standardInput = inPipe
+    try process.run()
+    if let input { inPipe.fileHandleForWriting.write(input) }
+    try inPipe.fileHandleForWriting.close()
+    // Read both pipes concurrently so a chatty child cannot block on a full pipe.
+    nonisolated(unsafe) var errData = Data()
+    let group = DispatchGroup()
+    DispatchQueue.global().async(group: group) { errData = err.fileHandleForReading.readDataToEndOfFile() }
+    let outData = out.fileHandleForReading.readDataToEndOfFile()
+    group.wait()
+    process.waitUntilExit()
+    return CommandResult(
+      status: process.terminationStatus, output: String(decoding: outData, as: UTF8.self),
+      error: String(decoding: errData, as: UTF8.self))
+  }
+
+  /// Runs a shell snippet with `bash -c`, failing the test on a non-zero exit.
+  @discardableResult
+  static func shell(_ script: String, directory: String? = nil, sourceLocation: SourceLocation = #_sourceLocation) throws
+    -> String
+  {
+    let result = try run("/bin/bash", ["-c", "set -euo pipefail; " + script], directory: directory)
+    #expect(
+      result.status == 0, "\(script) exited \(result.status): \(result.error)\(result.output)",
+      sourceLocation: sourceLocation)
+    return result.output
+  }
+}
+
+/// A sandbox mounted for one test: its own temporary backing directory and mountpoint,
+/// mounted through the real `appbox` binary, unmounted (and checked for leaked file
+/// handles and a clean daemon exit) by ``unmount()``.
+final class MountFixture {
+  let root: String
+  let backing: String
+  let mountpoint: String
+  private(set) var mounted = false
+  private(set) var daemonPID: pid_t?
+
+  /// Creates the directories and mounts. Extra `arguments` go to `appbox mount`.
+  init(arguments: [String] = [], prepare: ((String) throws -> Void)? = nil) throws {
+    var template = Array("/tmp/appbox-test-XXXXXX".utf8CString)
+    guard let made = mkdtemp(&template) else { throw POSIXError(.EIO) }
+    root = String(cString: made)
+    backing = root + "/backing"
+    mountpoint = root + "/mnt"
+    try FileManager.default.createDirectory(atPath: backing, withIntermediateDirectories: true)
+    try FileManager.default.createDirectory(atPath: mountpoint, withIntermediateDirectories: true)
+    try prepare?(backing)
+    let result = try Command.run(Command.appbox, ["mount", "--backing", backing] + arguments + [mountpoint])
+    guard result.status == 0 else {
+      throw FixtureError("appbox mount exited \(result.status): \(result.error)")
+    }
+    guard Self.isMounted(mountpoint) else { throw FixtureError("appbox mount returned but \(mountpoint) is not mounted") }
+    mounted = true
+    daemonPID = Self.daemonPID(for: mountpoint)
+  }
+
+  deinit {
+    if mounted {
+      _ = try? Command.run("/usr/bin/fusermount3", ["-uz", mountpoint])
+    }
+    _ = try? FileManager.default.removeItem(atPath: root)
+  }
+
+  /// A path inside the mount.
+  func path(_ relative: String) -> String { mountpoint + "/" + relative }
+
+  /// The same path inside the backing directory.
+  func backingPath(_ relative: String) -> String { backing + "/" + relative }
+
+  /// Unmounts through `appbox unmount`, then checks the daemon left no open file handles
+  /// behind and exited.
+  func unmount(sourceLocation: SourceLocation = #_sourceLocation) throws {
+    guard mounted else { return }
+    if let pid = daemonPID {
+      // Release of the last handles is asynchronous: wait for it, with a deadline.
+      let leaked = waitUntil { Self.openFileHandles(of: pid).isEmpty }
+      #expect(leaked, "daemon still holds file handles: \(Self.openFileHandles(of: pid))", sourceLocation: sourceLocation)
+    }
+    let result = try Command.run(Command.appbox, ["unmount", mountpoint])
+    #expect(result.status == 0, "appbox unmount: \(result.error)", sourceLocation: sourceLocation)
+    mounted = !(result.status == 0)
+    #expect(!Self.isMounted(mountpoint), sourceLocation: sourceLocation)
+    if let pid = daemonPID {
+      #expect(waitUntil { kill(pid, 0) != 0 }, "daemon \(pid) did not exit", sourceLocation: sourceLocation)
+    }
+  }
+
+  /// Polls `condition` every 10 ms until it holds or `seconds` pass.
+  @discardableResult
+  func waitUntil(seconds: Double = 10, _ condition: () -> Bool) -> Bool {
+    let deadline = Date().addingTimeInterval(seconds)
+    while Date() < deadline {
+      if condition() { return true }
+      usleep(10_000)
+    }
+    return condition()
+  }
+
+  static func isMounted(_ path: String) -> Bool {
+    guard let table = try? String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8) else { return false }
+    return table.split(separator: "\n").contains { $0.split(separator: " ").dropFirst(4).first.map(String.init) == path }
+  }
+
+  /// The daemon serving `mountpoint`: the process holding `/dev/fuse` whose command line
+  /// names it.
+  static func daemonPID(for mountpoint: String) -> pid_t? {
+    let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
+    for entry in entries {
+      guard let pid = pid_t(entry),
+        let cmdline = FileManager.default.contents(atPath: "/proc/\(pid)/cmdline")
+      else { continue }
+      let arguments = cmdline.split(separator: 0).map { String(decoding: $0, as: UTF8.self) }
+      if arguments.contains("--ready-fd"), arguments.last == mountpoint || arguments.contains(mountpoint) {
+        return pid
+      }
+    }
+    return nil
+  }
+
+  /// Descriptors of the daemon that are open files (not `O_PATH` inode references, not
+  /// `/dev/fuse`, not standard streams or the log).
+  static func openFileHandles(of pid: pid_t) -> [String] {
+    let fds = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd")) ?? []
+    var open: [String] = []
+    for fd in fds {
+      guard let number = Int(fd), number > 2 else { continue }
+      let target = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/fd/\(fd)")) ?? ""
+      if target == "/dev/fuse" || target.hasSuffix(".log") || target.hasPrefix("socket:") || target.hasPrefix("pipe:")
+        || target.hasPrefix("anon_inode:")
+      {
+        continue
+      }
+      let info = (try? String(contentsOfFile: "/proc/\(pid)/fdinfo/\(fd)", encoding: .utf8)) ?? ""
+      let flags = info.split(separator: "\n").first { $0.hasPrefix("flags:") }.map {
+        Int($0.dropFirst("flags:".count).trimmingCharacters(in: .whitespaces), radix: 8) ?? 0
+      } ?? 0
+      if flags & 0o10000000 != 0 { continue }  // O_PATH
+      open.append(target)
+    }
+    return open
+  }
+}
+
+struct FixtureError: Error, CustomStringConvertible {
+  let description: String
+  init(_ description: String) { self.description = description }
+}
