@@ -56,13 +56,17 @@ extension SandboxFilesystem {
     }
   }
 
-  /// Records a use of a purgeable file for the LRU order (at most once a second per file).
+  /// Records a use of a purgeable file for the LRU order. Repeated uses of the file that
+  /// was used last, within the same second, change nothing and skip the lock.
   @inline(__always)
   func touch(_ inode: Inode) {
     guard inode.domain.isPurgeable else { return }
     let now = UInt32(clamping: Int(Clock.unix()))
-    guard inode.lastTouch.exchange(now, ordering: .relaxed) != now else { return }
-    storage.books.withLock { _ = $0.catalog.touch(ino: inode.key.inode, at: now) }
+    let ino = inode.key.inode
+    let previous = inode.lastTouch.exchange(now, ordering: .relaxed)
+    if previous == now && storage.lastTouched.load(ordering: .relaxed) == ino { return }
+    storage.lastTouched.store(ino, ordering: .relaxed)
+    storage.books.withLock { _ = $0.catalog.touch(ino: ino, at: now) }
   }
 
   /// The catalog parent of entries in `directory` (nil outside Caches and tmp).

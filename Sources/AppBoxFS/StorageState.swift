@@ -28,6 +28,8 @@ final class StorageState: Sendable {
   /// Lock order: a leaf lock; held only for bookkeeping, never across a syscall.
   let books: Mutex<Books>
   let waterMarks: WaterMarks?
+  /// The backing inode of the purgeable file used last (to skip repeated touches).
+  let lastTouched = Atomic<UInt64>(0)
 
   init(ledger: QuotaLedger, catalog: sending PurgeCatalog, waterMarks: WaterMarks?) {
     books = Mutex(Books(ledger: ledger, catalog: catalog))
