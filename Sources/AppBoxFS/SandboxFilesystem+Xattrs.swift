@@ -109,7 +109,7 @@ extension SandboxFilesystem {
         throw .notPermitted
       }
       try Xattr.set(inode.fd, name: attribute.name, value: Array(requested.name.utf8), flags: flags)
-      inode.cachedProtection = requested
+      reclassified(inode, to: requested)
     case .purgeUrgency:
       guard inode.isRegularFile else { throw .notPermitted }
       guard let urgency = try? PurgeUrgency.parse(attributeValue: value) else { throw .invalidArgument }
@@ -120,13 +120,22 @@ extension SandboxFilesystem {
     }
   }
 
+  /// Records a new class; if its content may not be read now (say, made class A while
+  /// LOCKED), drops what the kernel caches of it. Invalidating an inode takes no lock the
+  /// kernel holds for this setxattr (unlike entry invalidation), so it is safe here.
+  private func reclassified(_ inode: Inode, to protectionClass: ProtectionClass) {
+    inode.cachedProtection = protectionClass
+    guard inode.isRegularFile, !AccessRule.decide(protectionClass, .handleIO, in: protection.snapshot) else { return }
+    notifier.withLock { $0 }?.invalidateInode(inodes.node(inode))
+  }
+
   private func removeOwn(_ attribute: AppBoxAttribute, of inode: Inode) throws(Errno) {
     switch attribute {
     case .protection:
       let current = protectionClass(of: inode)
       try check(.openExisting, current, path: mountPath(of: inode))
       try Xattr.remove(inode.fd, name: attribute.name)
-      inode.cachedProtection = options.defaultProtection
+      reclassified(inode, to: options.defaultProtection)
     case .purgeUrgency:
       try Xattr.remove(inode.fd, name: attribute.name)
       storage.books.withLock { _ = $0.catalog.setUrgency(ino: inode.key.inode, .none) }
