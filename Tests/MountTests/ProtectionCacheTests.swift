@@ -160,4 +160,27 @@ struct ProtectionCacheTests {
     close(fd)
     try fixture.unmountChecked()
   }
+
+  /// Changing a class C file to A while LOCKED is allowed (C is accessible); from then on
+  /// it is a class-A file while LOCKED, so SPEC §2 forbids serving its content, also from
+  /// the page cache filled while it was class C.
+  @Test("a file changed to class A while LOCKED is not served from the page cache")
+  func reclassifiedWhileLocked() throws {
+    let fixture = try MountFixture(arguments: ["--unlocked", "--grace", "0"])
+    try makeFile(fixture, "Documents/later-secret", .C, Self.secret)
+    let (fd, opened) = Sys2.open(fixture.path("Documents/later-secret"), O_RDONLY)
+    try #require(opened == .ok)
+    #expect(Sys2.pread(fd, count: 10_000).1 == Self.secret)
+    try fixture.control("lock")
+    try fixture.waitForState("LOCKED")
+    #expect(Sys2.pread(fd, count: 10_000).1 == Self.secret, "class C: readable while LOCKED")
+
+    #expect(Sys2.setxattr(fixture.path("Documents/later-secret"), ProtectionAttribute.protection, "complete") == 0)
+    #expect(Sys2.protection(fixture.path("Documents/later-secret")) == "complete")
+    #expect(Sys2.tryOpen(fixture.path("Documents/later-secret"), O_RDONLY) == .eperm)
+    let (outcome, text) = Sys2.pread(fd, count: 10_000)
+    #expect(outcome == .eperm, "old descriptor of a now class-A file read \(text.count) bytes while LOCKED")
+    close(fd)
+    try fixture.unmountChecked()
+  }
 }
