@@ -54,18 +54,19 @@ extension SandboxFilesystem {
   }
 
   /// Looks up what was just created, gives it its class, and puts it on the books.
-  func created(_ name: UnsafePointer<CChar>, in directory: Inode, protection: ProtectionClass?, reserved: Int64)
-    throws(Errno) -> Entry
-  {
+  func created(
+    _ name: UnsafePointer<CChar>, in directory: Inode, protection: ProtectionClass?, reserved: Int64,
+    openFD: Int32? = nil
+  ) throws(Errno) -> Entry {
     let entry: Entry
     do throws(Errno) { entry = try lookupEntry(in: directory, name: name) } catch {
       unreserve(reserved, domain: directory.domain)
       throw error
     }
     let inode = inodes.inode(entry.node)
-    if let protection { try? assignProtection(protection, to: inode, fd: inode.fd) }
+    if let protection { assignProtection(protection, to: inode, openFD: openFD) }
     inode.allocated.withLock { $0 = 0 }
-    account(inode, fd: inode.fd, reserved: reserved)
+    account(inode, fd: openFD ?? inode.fd, reserved: reserved)
     account(directory, fd: directory.fd)
     track(inode, name: CName(name).bytes, in: directory)
     return entry
