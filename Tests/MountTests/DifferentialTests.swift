@@ -6,7 +6,8 @@
 //   APPBOX_DIFF_OPS   the number of operations (default 3000)
 // The seed and count are printed at the start; a mismatch reports seed, operation index
 // and the operation, so `APPBOX_DIFF_SEED=… APPBOX_DIFF_OPS=… swift test --filter
-// DifferentialTests` replays it exactly.
+// DifferentialTests` replays it exactly. The sandbox starts UNLOCKED: this compares POSIX
+// behaviour, which Data Protection (BFU refuses the default class) would mask.
 import CPosixShim
 import Foundation
 import Testing
@@ -27,7 +28,7 @@ struct DifferentialTests {
     let count = environment["APPBOX_DIFF_OPS"].flatMap { Int($0) } ?? Self.defaultCount
     print("DifferentialTests: seed \(seed) (0x\(String(seed, radix: 16))), \(count) operations")
 
-    let fixture = try MountFixture()
+    let fixture = try MountFixture(arguments: ["--unlocked"])
     let mountRoot = fixture.path("Documents/diff")
     let localRoot = fixture.root + "/diff-local"
     #expect(mkdir(mountRoot, 0o755) == 0 && mkdir(localRoot, 0o755) == 0)

@@ -6,14 +6,15 @@ import Testing
 #endif
 
 /// Real, unmodified programs (sqlite3, git, tar, rsync, python3) working on the mount as
-/// they would on a local directory.
+/// they would on a local directory. The sandboxes start UNLOCKED: these tests are about
+/// POSIX compatibility, not Data Protection (in BFU the default class refuses everything).
 @Suite("Real programs on the mount", .needsFUSE, .timeLimit(.minutes(5)))
 struct RealProgramTests {
   // MARK: - sqlite3
 
   @Test("sqlite3: 10,000 rows in one transaction, integrity_check ok")
   func sqliteBulkInsert() throws {
-    let fixture = try MountFixture()
+    let fixture = try MountFixture(arguments: ["--unlocked"])
     let database = fixture.path("Library/Application Support/store.sqlite")
     var sql = "PRAGMA journal_mode=DELETE;\nCREATE TABLE items(id INTEGER PRIMARY KEY, name TEXT NOT NULL, payload BLOB);\n"
     sql += "CREATE INDEX items_name ON items(name);\nBEGIN;\n"
@@ -36,7 +37,7 @@ struct RealProgramTests {
 
   @Test("sqlite3: WAL mode with a second connection reading while the first writes")
   func sqliteWAL() throws {
-    let fixture = try MountFixture()
+    let fixture = try MountFixture(arguments: ["--unlocked"])
     let directory = fixture.path("Library/Application Support")
     // The second connection is a separate sqlite3 process started by `.system` while the
     // first one holds an open write transaction: WAL lets it read the last committed state
@@ -72,7 +73,7 @@ struct RealProgramTests {
 
   @Test("git: init, add, commit, status clean, gc, fsck, log")
   func git() throws {
-    let fixture = try MountFixture()
+    let fixture = try MountFixture(arguments: ["--unlocked"])
     let home = fixture.root + "/home"
     try FileManager.default.createDirectory(atPath: home, withIntermediateDirectories: true)
     let output = try Command.shell(
@@ -120,7 +121,7 @@ struct RealProgramTests {
 
   @Test("tar: a source tree of thousands of files extracts byte-identical, with symlinks, hard links, modes, xattrs")
   func tarRoundTrip() throws {
-    let fixture = try MountFixture()
+    let fixture = try MountFixture(arguments: ["--unlocked"])
     let work = fixture.root + "/work"
     let source = work + "/source"
     // A real tree: python's standard library and /usr/share/doc without its largest files
@@ -201,7 +202,7 @@ struct RealProgramTests {
 
   @Test("rsync -aHAX: local → mount → local keeps contents, hard links, symlinks, xattrs, modes")
   func rsyncThroughMount() throws {
-    let fixture = try MountFixture()
+    let fixture = try MountFixture(arguments: ["--unlocked"])
     let source = fixture.root + "/rsync-source"
     let out = fixture.root + "/rsync-out"
     try makeRsyncTree(at: source)
@@ -237,7 +238,7 @@ struct RealProgramTests {
     "rsync -aHAX: mount → mount keeps Apple's backup-exclusion attribute names",
     .enabled(if: geteuid() == 0, "rsync copies non-user.* attribute names only as root"))
   func rsyncKeepsAppleNames() throws {
-    let fixture = try MountFixture()
+    let fixture = try MountFixture(arguments: ["--unlocked"])
     let a = fixture.path("Documents/a")
     let b = fixture.path("Documents/b")
     try makeRsyncTree(at: a)
@@ -300,7 +301,7 @@ struct RealProgramTests {
 
   @Test("python3: write, read, rename, scandir, tempfile in tmp/, copytree, json")
   func python() throws {
-    let fixture = try MountFixture()
+    let fixture = try MountFixture(arguments: ["--unlocked"])
     let script = fixture.root + "/check.py"
     try Data(Self.pythonScript.utf8).write(to: URL(fileURLWithPath: script))
     let result = try Command.run("python3", [script, fixture.mountpoint])
