@@ -41,25 +41,45 @@ extension SandboxFilesystem {
     touch(inode)
   }
 
-  /// `create`: +1 lookup. The new file belongs to the caller and takes its directory's
-  /// class; creating is refused (EPERM) when that class forbids it now.
+  /// `create`: +1 lookup. The kernel sends it for `O_CREAT` opens of names it has not
+  /// looked up, so the name may exist: then this is an open of the existing file.
+  /// A new file belongs to the caller and takes its directory's class; creating is
+  /// refused (EPERM) when that class forbids it now.
   public func create(_ ctx: RequestContext, parent: NodeID, name: UnsafePointer<CChar>, mode: mode_t, flags: Int32)
     throws(Errno) -> (Entry, OpenedFile)
   {
     let directory = inodes.inode(parent)
-    try checkCanCreate(in: directory)
+    let exclusive = flags & O_EXCL != 0
     let inherited = protectionClass(of: directory)
-    try check(.createNew, inherited, path: mountPath(of: name, in: directory))
-    let fd = try ctx.asCaller { () throws(Errno) -> Int32 in
-      try Sys.openat(directory.fd, name, backingFlags(flags) | O_CREAT | (flags & O_EXCL) | O_NOFOLLOW, mode)
+    do throws(Errno) {
+      try checkCanCreate(in: directory)
+      if !exclusive, !AccessRule.decide(inherited, .createNew, in: protection.snapshot) {
+        throw Errno.exists  // refused if new: see first whether it exists (below)
+      }
+      try check(.createNew, inherited, path: mountPath(of: name, in: directory))
+      let fd = try ctx.asCaller { () throws(Errno) -> Int32 in
+        try Sys.openat(directory.fd, name, backingFlags(flags) | O_CREAT | O_EXCL | O_NOFOLLOW, mode)
+      }
+      let entry: Entry
+      do throws(Errno) { entry = try created(name, in: directory, protection: inherited, reserved: 0) } catch {
+        Sys.close(fd)
+        throw error
+      }
+      opened(inodes.inode(entry.node))
+      return (entry, opened(fd, flags: flags))
+    } catch where !exclusive && (error == .exists || error == .notPermitted) {
+      // The name exists (or creating it would be refused): open it if it does.
+      guard let entry = try? lookupEntry(in: directory, name: name) else {
+        if error == .exists { try check(.createNew, inherited, path: mountPath(of: name, in: directory)) }
+        throw error
+      }
+      do throws(Errno) {
+        return (entry, try open(ctx, node: entry.node, flags: flags & ~O_CREAT))
+      } catch {
+        forget(entry.node, count: 1)
+        throw error
+      }
     }
-    let entry: Entry
-    do throws(Errno) { entry = try created(name, in: directory, protection: inherited, reserved: 0) } catch {
-      Sys.close(fd)
-      throw error
-    }
-    opened(inodes.inode(entry.node))
-    return (entry, opened(fd, flags: flags))
   }
 
   /// `read`: replies straight from the backing descriptor.

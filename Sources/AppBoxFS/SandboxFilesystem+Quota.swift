@@ -2,6 +2,7 @@ import Dispatch
 import FuseBridge
 import Posix
 import SandboxPolicy
+import Synchronization
 
 #if canImport(Glibc)
   import Glibc
@@ -79,45 +80,61 @@ extension SandboxFilesystem {
   // MARK: Purging
 
   /// Unlinks the victims of a plan (already taken off the books), records an event for
-  /// each, and tells the kernel, from the maintenance queue, to forget them.
+  /// each, and tells the kernel, from the maintenance queue, to forget them. Directories
+  /// are worked on in parallel (unlinks in different directories do not contend).
   func carryOut(_ plan: StorageState.PurgePlan) {
-    var directories: [[[UInt8]]: Int32] = [:]
-    defer { directories.values.forEach(Sys.close) }
-    var notices: [(parent: UInt64?, child: Inode?, name: [UInt8])] = []
-    let now = Clock.unix()
-    for (victim, components) in zip(plan.victims, plan.directories) {
-      guard let directoryFD = directories[components] ?? openDirectory(components) else { continue }
-      directories[components] = directoryFD
-      let name = victim.name + [0]
-      let removed = name.withUnsafeBufferPointer { buffer -> Bool in
-        let cname = UnsafeRawPointer(buffer.baseAddress!).assumingMemoryBound(to: CChar.self)
-        // The name must still be the chosen inode (a rename may have replaced it).
-        guard let st = try? Sys.fstatat(directoryFD, cname, AT_SYMLINK_NOFOLLOW), UInt64(st.st_ino) == victim.ino
-        else { return false }
-        let cached = inodes.existing(backingInode: victim.ino)
-        cached?.purged.store(true, ordering: .relaxed)
-        guard (try? Sys.unlinkat(directoryFD, cname, 0)) != nil else {
-          cached?.purged.store(false, ordering: .relaxed)
-          return false
+    var groups: [[[UInt8]]: [Int]] = [:]
+    for (index, components) in plan.directories.enumerated() { groups[components, default: []].append(index) }
+    let work = Array(groups)
+    let removed = Mutex<[(index: Int, cached: Inode?)]>([])
+    DispatchQueue.concurrentPerform(iterations: work.count) { group in
+      let (components, indices) = work[group]
+      guard let directoryFD = openDirectory(components) else { return }
+      defer { Sys.close(directoryFD) }
+      var done: [(index: Int, cached: Inode?)] = []
+      for index in indices {
+        let victim = plan.victims[index]
+        let name = victim.name + [0]
+        let unlinked = name.withUnsafeBufferPointer { buffer -> Bool in
+          let cname = UnsafeRawPointer(buffer.baseAddress!).assumingMemoryBound(to: CChar.self)
+          // The name must still be the chosen inode (a rename may have replaced it).
+          guard let st = try? Sys.fstatat(directoryFD, cname, AT_SYMLINK_NOFOLLOW), UInt64(st.st_ino) == victim.ino
+          else { return false }
+          let cached = inodes.existing(backingInode: victim.ino)
+          cached?.purged.store(true, ordering: .relaxed)
+          guard (try? Sys.unlinkat(directoryFD, cname, 0)) != nil else {
+            cached?.purged.store(false, ordering: .relaxed)
+            return false
+          }
+          done.append((index, cached))
+          return true
         }
-        notices.append((victim.parent.directoryInode ?? domainRoots[victim.domain], cached, victim.name))
-        return true
+        _ = unlinked
       }
-      guard removed else { continue }
-      let event = PurgeEvent(
-        time: now, path: components + [victim.name], bytes: victim.bytes, domain: victim.domain, reason: plan.reason,
-        lastUse: Double(victim.lastUse))
-      events.record(event.jsonLine)
+      removed.withLock { $0 += done }
     }
-    guard !notices.isEmpty else { return }
-    maintenance.async { [self, notices] in
+    let purged = removed.withLock { $0 }
+    guard !purged.isEmpty else { return }
+    let now = Clock.unix()
+    let lines = purged.map { item in
+      let victim = plan.victims[item.index]
+      return PurgeEvent(
+        time: now, path: plan.directories[item.index] + [victim.name], bytes: victim.bytes, domain: victim.domain,
+        reason: plan.reason, lastUse: Double(victim.lastUse)
+      ).jsonLine
+    }
+    events.record(lines.joined(separator: "\n"))
+    maintenance.async { [self, purged] in
       guard let notifier = notifier.withLock({ $0 }) else { return }
-      for notice in notices {
-        guard let parentIno = notice.parent, let parent = inodes.existing(backingInode: parentIno) else { continue }
-        if let child = notice.child {
-          notifier.delete(parent: inodes.node(parent), child: inodes.node(child), name: notice.name)
+      for item in purged {
+        let victim = plan.victims[item.index]
+        guard let parentIno = victim.parent.directoryInode ?? domainRoots[victim.domain],
+          let parent = inodes.existing(backingInode: parentIno)
+        else { continue }
+        if let child = item.cached {
+          notifier.delete(parent: inodes.node(parent), child: inodes.node(child), name: victim.name)
         } else {
-          notifier.invalidateEntry(parent: inodes.node(parent), name: notice.name)
+          notifier.invalidateEntry(parent: inodes.node(parent), name: victim.name)
         }
       }
     }
