@@ -66,6 +66,7 @@ extension SandboxFilesystem {
     if let protection { try? assignProtection(protection, to: inode, fd: inode.fd) }
     inode.allocated.withLock { $0 = 0 }
     account(inode, fd: inode.fd, reserved: reserved)
+    account(directory, fd: directory.fd)
     track(inode, name: CName(name).bytes, in: directory)
     return entry
   }
@@ -86,6 +87,7 @@ extension SandboxFilesystem {
     let st = try Sys.fstatat(directory.fd, name, AT_SYMLINK_NOFOLLOW)
     try Sys.unlinkat(directory.fd, name, 0)
     untrack(st, domain: directory.domain)
+    account(directory, fd: directory.fd)
   }
 
   /// `rmdir`.
@@ -95,6 +97,7 @@ extension SandboxFilesystem {
     let st = try Sys.fstatat(directory.fd, name, AT_SYMLINK_NOFOLLOW)
     try Sys.unlinkat(directory.fd, name, AT_REMOVEDIR)
     untrack(st, domain: directory.domain)
+    account(directory, fd: directory.fd)
   }
 
   /// `rename`, with `RENAME_NOREPLACE` and `RENAME_EXCHANGE`.
@@ -115,6 +118,10 @@ extension SandboxFilesystem {
       if exchange || moves.contains(where: { $0.st_mode & S_IFMT == S_IFDIR }) { throw .crossDevice }
     }
     try Sys.renameat2(from.fd, name, to.fd, newName, flags)
+    defer {
+      account(from, fd: from.fd)
+      if to !== from { account(to, fd: to.fd) }
+    }
     if exchange, let target {
       moved(source, to: CName(newName).bytes, in: to, from: from)
       moved(target, to: CName(name).bytes, in: from, from: to)
@@ -133,6 +140,8 @@ extension SandboxFilesystem {
     try checkCanCreate(in: directory)
     if inode.domain != directory.domain { throw .crossDevice }
     try Sys.link(inode.fd, directory.fd, newName)
+    linked(inode)
+    account(directory, fd: directory.fd)
     return try lookupEntry(in: directory, name: newName)
   }
 }
