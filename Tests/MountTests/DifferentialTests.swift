@@ -52,7 +52,7 @@ struct DifferentialTests {
           """
           seed \(seed) (APPBOX_DIFF_SEED=\(seed) APPBOX_DIFF_OPS=\(index + 1)), operation #\(index): \(operation)
             local: \(expected)
-            mount: \(actual)\(Outcome.dataDifference(expected, actual))
+            mount: \(actual)\(DiffOutcome.dataDifference(expected, actual))
           """)
         failed = true
         break
@@ -298,7 +298,7 @@ struct LocalTree {
 
 /// What one operation did on one side: its result or errno, what it read, and the
 /// state (`lstat`) of the paths it touched, afterwards.
-struct Outcome: Equatable, CustomStringConvertible {
+struct DiffOutcome: Equatable, CustomStringConvertible {
   var result = 0
   var error: Int32 = 0
   var data: [UInt8]?
@@ -330,7 +330,7 @@ struct Outcome: Equatable, CustomStringConvertible {
   }
 
   /// Where two read results first differ, for the failure message.
-  static func dataDifference(_ a: Outcome, _ b: Outcome) -> String {
+  static func dataDifference(_ a: DiffOutcome, _ b: DiffOutcome) -> String {
     guard let x = a.data, let y = b.data, x != y else { return "" }
     let index = zip(x, y).enumerated().first { $0.element.0 != $0.element.1 }?.offset ?? min(x.count, y.count)
     return "\n  read data first differs at byte \(index) (local \(x.count) bytes, mount \(y.count) bytes)"
@@ -376,8 +376,8 @@ struct DifferentialSide {
     }
   }
 
-  mutating func apply(_ operation: Operation) -> Outcome {
-    var outcome = Outcome()
+  mutating func apply(_ operation: Operation) -> DiffOutcome {
+    var outcome = DiffOutcome()
     func record(_ value: Int) {
       outcome.result = value < 0 ? -1 : value
       outcome.error = value < 0 ? errno : 0
@@ -515,13 +515,13 @@ struct DifferentialSide {
   /// `lstat` of a path, as the fields both sides must agree on.
   func state(_ path: String) -> String {
     var info = Glibc.stat()
-    guard lstat(full(path), &info) == 0 else { return "\(path): \(Outcome.errnoName(errno))" }
+    guard lstat(full(path), &info) == 0 else { return "\(path): \(DiffOutcome.errnoName(errno))" }
     return "\(path): \(Self.describe(info))"
   }
 
   func describe(fd: Int32) -> String {
     var info = Glibc.stat()
-    guard fstat(fd, &info) == 0 else { return "fstat: \(Outcome.errnoName(errno))" }
+    guard fstat(fd, &info) == 0 else { return "fstat: \(DiffOutcome.errnoName(errno))" }
     return "fstat " + Self.describe(info)
   }
 
