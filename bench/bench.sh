@@ -167,7 +167,7 @@ if has_target bindfs; then
 fi
 if has_target appbox; then
   mkdir -p "$APPBOX_BACKING" "$APPBOX_MNT"
-  "$APPBOX" mount --backing "$APPBOX_BACKING" "$APPBOX_MNT" || die "appbox mount failed"
+  "$APPBOX" mount --unlocked --backing "$APPBOX_BACKING" "$APPBOX_MNT" || die "appbox mount failed"
   wait_for_mount "$APPBOX_MNT"
   APPBOX_PID=$(appbox_pid "$APPBOX_MNT")
   [[ -n $APPBOX_PID ]] || log "warning: could not find the AppBox daemon's pid file"
