@@ -33,6 +33,7 @@ struct Daemon {
   private func start(_ configuration: FuseConfiguration) throws(CLIError) -> FuseSession {
     // Modes arrive with the caller's umask already applied by the kernel.
     umask(0)
+    ResourceLimits.raiseOpenFiles()
     let backing = request.backing!
     let filesystem: SandboxFilesystem
     do {

@@ -51,8 +51,12 @@ extension SandboxFilesystem {
   }
 
   /// Stores the class a new item inherits (hidden from `listxattr`: the program did not
-  /// set it) and caches it. `openFD`, when the item is open, saves a path resolution.
+  /// set it) and caches it. The container default is not stored (items without a class
+  /// have it), which saves an attribute write per create. `openFD`, when the item is open,
+  /// saves a path resolution.
   func assignProtection(_ protectionClass: ProtectionClass, to inode: Inode, openFD: Int32?) {
+    inode.cachedProtection = protectionClass
+    guard protectionClass != options.defaultProtection else { return }
     let value = Array(protectionClass.name.utf8)
     let name = AppBoxAttribute.inheritedProtectionName
     if let openFD {
@@ -60,7 +64,6 @@ extension SandboxFilesystem {
     } else {
       try? Xattr.set(inode.fd, name: name, value: value)
     }
-    inode.cachedProtection = protectionClass
   }
 
   /// The path of an inode below the mount root, for events (`/`-joined bytes).

