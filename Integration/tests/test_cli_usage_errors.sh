@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# The documented exit codes: 64 usage, 65 bad value, 66 missing path, 75 busy.
+source "$(dirname "$0")/../lib.sh"
+
+assert_exit 64 "$APPBOX" frobnicate
+assert_exit 64 "$APPBOX"
+assert_exit 0 "$APPBOX" --help
+
+make_temp_dir dir
+mkdir "$dir/backing" "$dir/mnt"
+assert_exit 65 "$APPBOX" mount --backing "$dir/backing" --capacity banana "$dir/mnt"
+assert_exit 65 "$APPBOX" mount --backing "$dir/backing" --grace soon "$dir/mnt"
+assert_exit 66 "$APPBOX" mount --backing "$dir/backing" "$dir/no-such-mountpoint"
+assert_exit 66 "$APPBOX" mount --backing "$dir/no-such-backing" "$dir/mnt"
+is_mounted "$dir/mnt" && fail "a refused mount left $dir/mnt mounted"
+
+mount_sandbox
+assert_exit 75 "$APPBOX" mount --backing "$BACKING" "$MNT"
+assert_exit 75 "$APPBOX" unmount "$dir/mnt"
+is_mounted "$MNT" || fail "the second mount attempt broke the first"
