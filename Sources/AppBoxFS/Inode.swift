@@ -57,9 +57,18 @@ final class Inode: Sendable {
   /// write); cleared when it is set through the mount.
   let hasNoCapabilities = Atomic<Bool>(false)
 
+  /// The directory and name the kernel first looked this inode up by: where to ask the
+  /// kernel to drop it when descriptors run short (a later rename makes it stale, which
+  /// only makes that request miss).
+  let origin: (parent: NodeID, name: [UInt8])
+
   static let unknownClass: UInt8 = 0xFF
 
-  init(fd: Int32, attributes: stat, fixed: SandboxLayout.FixedDirectory?, domain: StorageDomain, lookups: UInt64) {
+  init(
+    fd: Int32, attributes: stat, fixed: SandboxLayout.FixedDirectory?, domain: StorageDomain, lookups: UInt64,
+    origin: (parent: NodeID, name: [UInt8]) = (.root, [])
+  ) {
+    self.origin = origin
     self.fd = fd
     self.key = BackingKey(attributes)
     self.fileType = attributes.st_mode & S_IFMT

@@ -15,6 +15,8 @@ final class InodeTable: Sendable {
   let root: Inode
   /// Lock order: this lock is a leaf; nothing else is taken while it is held.
   private let nodes = Mutex<[BackingKey: Inode]>([:])
+  /// `nodes.count`, readable without the lock.
+  private let held = Atomic<Int>(0)
 
   init(root: Inode) {
     self.root = root
@@ -37,7 +39,10 @@ final class InodeTable: Sendable {
 
   /// Records one more kernel lookup of the backing inode `fd` refers to. Takes ownership
   /// of `fd` (closed when an inode for the same backing inode already exists).
-  func remember(fd: Int32, attributes: stat, fixed: SandboxLayout.FixedDirectory?, domain: StorageDomain) -> Inode {
+  func remember(
+    fd: Int32, attributes: stat, fixed: SandboxLayout.FixedDirectory?, domain: StorageDomain, parent: NodeID,
+    name: CName
+  ) -> Inode {
     let key = BackingKey(attributes)
     if key == root.key {
       Sys.close(fd)
@@ -48,8 +53,10 @@ final class InodeTable: Sendable {
         existing.lookups.add(1, ordering: .relaxed)
         return (existing, true)
       }
-      let created = Inode(fd: fd, attributes: attributes, fixed: fixed, domain: domain, lookups: 1)
+      let created = Inode(
+        fd: fd, attributes: attributes, fixed: fixed, domain: domain, lookups: 1, origin: (parent, name.bytes))
       table[key] = created
+      held.store(table.count, ordering: .relaxed)
       return (created, false)
     }
     if duplicate { Sys.close(fd) }
@@ -65,6 +72,7 @@ final class InodeTable: Sendable {
       precondition(before >= count, "kernel forgot \(count) lookups of a node holding \(before)")
       inode.lookups.store(before - count, ordering: .relaxed)
       guard before == count else { return nil }
+      defer { held.store(table.count, ordering: .relaxed) }
       return table.removeValue(forKey: inode.key)
     }
     _ = dropped  // released here, outside the lock
@@ -77,8 +85,8 @@ final class InodeTable: Sendable {
     return nodes.withLock { $0[key] }
   }
 
-  /// How many nodes the kernel holds.
-  var count: Int { nodes.withLock { $0.count } }
+  /// How many nodes the kernel holds (each costs the daemon a descriptor).
+  var count: Int { held.load(ordering: .relaxed) }
 
   /// A snapshot of every inode currently held (for cache invalidation sweeps).
   func snapshot() -> [Inode] { nodes.withLock { Array($0.values) } }

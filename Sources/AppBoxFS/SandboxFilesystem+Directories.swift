@@ -52,8 +52,9 @@ extension SandboxFilesystem {
       let added: Bool
       if !filler.plus {
         added = filler.add(name: item.name, attributes: attributes, nextOffset: item.nextOffset)
-      } else if isDotOrDotDot(item.name) {
-        // Node 0: a name without attributes, holding no lookup.
+      } else if isDotOrDotDot(item.name) || inodes.count > descriptorBudget {
+        // Node 0: a name without attributes, holding no lookup (for . and .., and when
+        // descriptors run short: the kernel looks the name up when it needs it).
         let entry = Entry(node: NodeID(rawValue: 0), attributes: attributes, entryTimeout: 0, attributeTimeout: 0)
         added = filler.add(name: item.name, entry: entry, nextOffset: item.nextOffset)
       } else {

@@ -1,8 +1,8 @@
 import FuseBridge
 import Posix
 import SandboxPolicy
-import Synchronization
 import Dispatch
+import Synchronization
 
 #if canImport(Glibc)
   import Glibc
@@ -33,6 +33,11 @@ public final class SandboxFilesystem: FuseFilesystem {
   let domainRoots: [StorageDomain: UInt64]
   /// Set once the mount is up.
   let notifier = Mutex<KernelNotifier?>(nil)
+  /// How many inodes the kernel may hold before AppBox asks it to drop some: each holds
+  /// an `O_PATH` descriptor, and the process may open only so many.
+  let descriptorBudget = max(64, Int(ResourceLimits.openFiles) * 3 / 4 - 64)
+  /// Whether a request to drop inodes is under way.
+  let releasing = Atomic<Bool>(false)
   /// Background work that must not run on a request thread: kernel notifications, timed
   /// lock transitions, background purges.
   let maintenance = DispatchQueue(label: "appbox.maintenance")
@@ -93,6 +98,22 @@ public final class SandboxFilesystem: FuseFilesystem {
     startMaintenance()
   }
 
+  /// Asks the kernel to drop a quarter of the inodes it holds that no program has open
+  /// (from the maintenance queue: never from a request thread). Their forgets close the
+  /// descriptors. Without this, a tree larger than the descriptor limit would make
+  /// lookups fail with EMFILE.
+  func releaseDescriptors() {
+    guard releasing.compareExchange(expected: false, desired: true, ordering: .relaxed).exchanged else { return }
+    maintenance.async { [self] in
+      defer { releasing.store(false, ordering: .relaxed) }
+      guard let notifier = notifier.withLock({ $0 }) else { return }
+      let idle = inodes.snapshot().lazy.filter { $0.fixed == nil && $0.openHandles.load(ordering: .relaxed) == 0 }
+      for inode in idle.prefix(max(1, inodes.count / 4)) where !inode.origin.name.isEmpty {
+        notifier.invalidateEntry(parent: inode.origin.parent, name: inode.origin.name)
+      }
+    }
+  }
+
   // MARK: - Helpers shared by the handlers
 
   /// How the layout treats names in `directory`.
@@ -110,7 +131,7 @@ public final class SandboxFilesystem: FuseFilesystem {
 
   /// Looks `name` up in `parent` and takes one lookup on the result.
   func lookupEntry(in parent: Inode, name: UnsafePointer<CChar>) throws(Errno) -> Entry {
-    let fd = try Sys.openat(parent.fd, name, Linux.openPath | O_NOFOLLOW | O_CLOEXEC)
+    let fd = try openInode(in: parent, name: name)
     let attributes: stat
     do throws(Errno) { attributes = try Sys.fstat(fd) } catch {
       Sys.close(fd)
@@ -118,8 +139,26 @@ public final class SandboxFilesystem: FuseFilesystem {
     }
     let fixed =
       attributes.st_mode & S_IFMT == S_IFDIR ? SandboxLayout.fixedDirectory(named: CName(name), in: layoutParent(parent)) : nil
-    let inode = inodes.remember(fd: fd, attributes: attributes, fixed: fixed, domain: fixed?.domain ?? parent.domain)
+    let inode = inodes.remember(
+      fd: fd, attributes: attributes, fixed: fixed, domain: fixed?.domain ?? parent.domain, parent: inodes.node(parent),
+      name: CName(name))
+    if inodes.count > descriptorBudget { releaseDescriptors() }
     return entry(inode, attributes)
+  }
+
+  /// The `O_PATH` descriptor of `name` in `parent`. Out of descriptors (EMFILE), it asks
+  /// the kernel to drop idle inodes and waits up to half a second for their forgets.
+  func openInode(in parent: Inode, name: UnsafePointer<CChar>) throws(Errno) -> Int32 {
+    var attempts = 0
+    while true {
+      do throws(Errno) {
+        return try Sys.openat(parent.fd, name, Linux.openPath | O_NOFOLLOW | O_CLOEXEC)
+      } catch where error == .tooManyOpenFiles && attempts < 100 {
+        releaseDescriptors()
+        attempts += 1
+        Clock.sleep(seconds: 0.005)
+      }
+    }
   }
 
   /// Refuses a new name directly in the container root.

@@ -61,6 +61,8 @@ public struct Errno: Error, Hashable, Sendable, CustomStringConvertible {
   public static let tooManySymlinks = Errno(rawValue: ELOOP)
   /// File name too long (`ENAMETOOLONG`).
   public static let nameTooLong = Errno(rawValue: ENAMETOOLONG)
+  /// Too many open files in this process (`EMFILE`).
+  public static let tooManyOpenFiles = Errno(rawValue: EMFILE)
   /// No such device (`ENODEV`), e.g. a missing `/dev/fuse`.
   public static let noDevice = Errno(rawValue: ENODEV)
 }

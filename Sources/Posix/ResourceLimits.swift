@@ -4,6 +4,13 @@
 
 /// The process's resource limits.
 public enum ResourceLimits {
+  /// The open-file limit in force.
+  public static var openFiles: UInt64 {
+    var limit = rlimit()
+    getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
+    return UInt64(limit.rlim_cur)
+  }
+
   /// Raises the open-file limit as far as allowed: every inode the kernel holds costs the
   /// daemon one descriptor. Root may raise the hard limit up to `fs.nr_open`.
   /// - Returns: the limit now in force.
