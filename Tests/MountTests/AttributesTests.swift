@@ -6,7 +6,7 @@ import Testing
 #endif
 
 /// lookup/getattr/setattr: stat, chmod, chown, truncate, utimens, access, statfs.
-@Suite("Attributes", .needsFUSE, .timeLimit(.minutes(3)))
+@Suite("Attributes", .needsFUSE, .serialized, .timeLimit(.minutes(3)))
 struct AttributesTests {
   @Test("stat of a new file, fstat and the backing file agree")
   func statNewFile() throws {
@@ -145,7 +145,6 @@ struct AttributesTests {
     let fixture = try MountFixture()
     let path = fixture.path("Library/Caches/t")
     let fd = try openFile(path, O_RDWR | O_CREAT, 0o644)
-    defer { close(fd) }
     try writeAll(fd, pattern(10000, seed: 9))
     #expect(ftruncate(fd, 4000) == 0)
     #expect(try fstatFD(fd).st_size == 4000)

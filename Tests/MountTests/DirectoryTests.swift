@@ -6,7 +6,7 @@ import Testing
 #endif
 
 /// opendir/readdir/releasedir, fsyncdir, large and deep directories.
-@Suite("Directories", .needsFUSE, .timeLimit(.minutes(5)))
+@Suite("Directories", .needsFUSE, .serialized, .timeLimit(.minutes(5)))
 struct DirectoryTests {
   @Test("readdir lists each entry once with its d_type, plus . and ..")
   func readdirTypes() throws {
@@ -78,7 +78,6 @@ struct DirectoryTests {
     let initial = Set((0..<2000).map { "old-\($0)" })
     for name in initial { try writeFile(dir + "/" + name, []) }
     guard let stream = opendir(dir) else { throw SyscallError(call: "opendir", code: errno) }
-    defer { closedir(stream) }
     var seen: [String] = []
     var created = 0
     while true {
@@ -90,6 +89,7 @@ struct DirectoryTests {
         created += 1
       }
     }
+    closedir(stream)
     #expect(Set(seen).count == seen.count, "readdir returned duplicates")
     #expect(initial.isSubset(of: Set(seen)), "missing: \(initial.subtracting(seen).sorted().prefix(5))")
     #expect(Set(seen).isSubset(of: initial.union((0..<created).map { "new-\($0)" })))
@@ -105,7 +105,6 @@ struct DirectoryTests {
     let all = (0..<1000).map { "f-\($0)" }
     for name in all { try writeFile(dir + "/" + name, []) }
     guard let stream = opendir(dir) else { throw SyscallError(call: "opendir", code: errno) }
-    defer { closedir(stream) }
     var seen: [String] = []
     var removed = Set<String>()
     while true {
@@ -121,6 +120,7 @@ struct DirectoryTests {
         }
       }
     }
+    closedir(stream)
     #expect(Set(seen).count == seen.count, "readdir returned duplicates")
     let kept = Set(all).subtracting(removed)
     #expect(kept.isSubset(of: Set(seen)), "missing: \(kept.subtracting(seen).sorted().prefix(5))")
@@ -135,7 +135,6 @@ struct DirectoryTests {
     #expect(mkdir(dir, 0o755) == 0)
     for i in 0..<300 { try writeFile(dir + "/n\(i)", []) }
     guard let stream = opendir(dir) else { throw SyscallError(call: "opendir", code: errno) }
-    defer { closedir(stream) }
     let first = try readEntries(stream, limit: 100)
     let mark = telldir(stream)
     let rest = try readEntries(stream, limit: .max)
@@ -144,6 +143,7 @@ struct DirectoryTests {
     #expect(try readEntries(stream, limit: .max) == rest)
     rewinddir(stream)
     #expect(try readEntries(stream, limit: .max) == first + rest)
+    closedir(stream)
     try fixture.unmount()
   }
 

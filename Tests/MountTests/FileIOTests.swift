@@ -6,7 +6,7 @@ import Testing
 #endif
 
 /// open/create, read/write, flush/release, fsync, fallocate, lseek, copy_file_range.
-@Suite("File I/O", .needsFUSE, .timeLimit(.minutes(3)))
+@Suite("File I/O", .needsFUSE, .serialized, .timeLimit(.minutes(3)))
 struct FileIOTests {
   @Test("O_CREAT|O_EXCL creates once, then fails with EEXIST")
   func createExclusive() throws {
@@ -77,7 +77,6 @@ struct FileIOTests {
     let fixture = try MountFixture()
     let path = fixture.path("Documents/offsets")
     let fd = try openFile(path, O_RDWR | O_CREAT, 0o644)
-    defer { close(fd) }
     try writeAll(fd, bytes("hello"), at: 0)
     try writeAll(fd, bytes("world"), at: 10)
     #expect(try fstatFD(fd).st_size == 15)
@@ -137,7 +136,6 @@ struct FileIOTests {
     let fixture = try MountFixture()
     let path = fixture.path("Library/Application Support/db")
     let fd = try openFile(path, O_RDWR | O_CREAT, 0o600)
-    defer { close(fd) }
     try writeAll(fd, pattern(8192, seed: 1))
     #expect(fsync(fd) == 0)
     #expect(try readFile(fixture.backingPath("Library/Application Support/db")) == pattern(8192, seed: 1))
@@ -193,7 +191,6 @@ struct FileIOTests {
     let fixture = try MountFixture()
     let path = fixture.path("Documents/alloc")
     let fd = try openFile(path, O_RDWR | O_CREAT, 0o644)
-    defer { close(fd) }
     #expect(errnoOf(Libc.fallocate(fd, 0, 0, 1 << 20)) == 0)
     var st = try fstatFD(fd)
     #expect(st.st_size == 1 << 20)
@@ -216,7 +213,6 @@ struct FileIOTests {
     let data = [UInt8](repeating: 0xAB, count: size)
     try writeFile(path, data)
     let fd = try openFile(path, O_RDWR)
-    defer { close(fd) }
     #expect(fsync(fd) == 0)
     let before = try fstatFD(fd).st_blocks
     let mode = LinuxConstants.FALLOC_FL_PUNCH_HOLE | LinuxConstants.FALLOC_FL_KEEP_SIZE
@@ -238,7 +234,6 @@ struct FileIOTests {
     let fixture = try MountFixture()
     let path = fixture.path("Library/Caches/sparse")
     let fd = try openFile(path, O_RDWR | O_CREAT, 0o644)
-    defer { close(fd) }
     let tenMiB = off_t(10 << 20)
     try writeAll(fd, [UInt8](repeating: 1, count: 4096), at: 0)
     try writeAll(fd, [UInt8](repeating: 2, count: 4096), at: tenMiB)

@@ -6,7 +6,7 @@ import Testing
 #endif
 
 /// mkdir, unlink, rmdir, symlink, readlink, rename (incl. renameat2 flags), link, mknod.
-@Suite("Namespace", .needsFUSE, .timeLimit(.minutes(3)))
+@Suite("Namespace", .needsFUSE, .serialized, .timeLimit(.minutes(3)))
 struct NamespaceTests {
   // MARK: - mkdir, unlink, rmdir
 
@@ -314,7 +314,6 @@ struct NamespaceTests {
     let path = fixture.path("tmp/sock")
     let server = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
     #expect(server >= 0)
-    defer { close(server) }
     var address = sockaddr_un()
     address.sun_family = sa_family_t(AF_UNIX)
     let pathBytes = Array(path.utf8)
@@ -329,18 +328,19 @@ struct NamespaceTests {
     #expect(fileType(try lstatPath(path)) == S_IFSOCK)
     #expect(fileType(try lstatPath(fixture.backingPath("tmp/sock"))) == S_IFSOCK)
     let client = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
-    defer { close(client) }
     let connected = withUnsafePointer(to: &address) {
       $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(client, $0, length) }
     }
     #expect(errnoOf(connected) == 0)
     let accepted = accept(server, nil, nil)
     #expect(accepted >= 0)
-    defer { close(accepted) }
     try writeAll(client, bytes("ping"))
     var buffer = [UInt8](repeating: 0, count: 4)
     #expect(read(accepted, &buffer, 4) == 4)
     #expect(buffer == bytes("ping"))
+    close(accepted)
+    close(client)
+    close(server)
     #expect(unlink(path) == 0)
     try fixture.unmount()
   }

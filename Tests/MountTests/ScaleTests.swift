@@ -7,7 +7,7 @@ import Testing
 #endif
 
 /// Large files and concurrent writers.
-@Suite("Scale", .needsFUSE, .timeLimit(.minutes(5)))
+@Suite("Scale", .needsFUSE, .serialized, .timeLimit(.minutes(10)))
 struct ScaleTests {
   /// Chunk `index` of a deterministic stream: a fixed random block with the chunk index
   /// stamped every 4 KiB, so a misplaced or repeated chunk is detected.
@@ -33,7 +33,6 @@ struct ScaleTests {
     #expect(close(fd) == 0)
     #expect(try statPath(path).st_size == off_t(chunks * chunkSize))
     let input = try openFile(path, O_RDONLY)
-    defer { close(input) }
     var mismatches: [Int] = []
     var buffer = [UInt8](repeating: 0, count: chunkSize)
     for index in 0..<chunks {
@@ -49,6 +48,7 @@ struct ScaleTests {
     }
     var extra: UInt8 = 0
     #expect(read(input, &extra, 1) == 0, "data past 1 GiB")
+    close(input)
     #expect(mismatches.isEmpty, "chunks differ: \(mismatches.prefix(10))")
     // The same checksum through the mount and in the backing dir.
     let sums = try Command.shell(
@@ -65,7 +65,6 @@ struct ScaleTests {
     let fixture = try MountFixture()
     let path = fixture.path("Library/Caches/huge-sparse")
     let fd = try openFile(path, O_RDWR | O_CREAT, 0o644)
-    defer { close(fd) }
     let offset = off_t(5) << 30 + 123
     try writeAll(fd, bytes("far away"), at: offset)
     #expect(try fstatFD(fd).st_size == offset + 8)
@@ -83,7 +82,6 @@ struct ScaleTests {
     let region = 1 << 20
     let piece = 64 * 1024
     let fd = try openFile(path, O_RDWR | O_CREAT, 0o644)
-    defer { close(fd) }
     let failures = Mutex<[String]>([])
     DispatchQueue.concurrentPerform(iterations: threads) { thread in
       let data = pattern(region, seed: UInt64(100 + thread))

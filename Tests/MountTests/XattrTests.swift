@@ -6,7 +6,7 @@ import Testing
 #endif
 
 /// setxattr/getxattr/listxattr/removexattr and the mount↔backing name mapping.
-@Suite("Extended attributes", .needsFUSE, .timeLimit(.minutes(3)))
+@Suite("Extended attributes", .needsFUSE, .serialized, .timeLimit(.minutes(3)))
 struct XattrTests {
   /// Apple's 61-byte binary plist of the string `com.apple.backupd`.
   static let backupPlist: [UInt8] = {
@@ -187,8 +187,7 @@ struct XattrTests {
       ])
     try writeFile(dir + "/f", [])
     let fd = try openFile(dir + "/f", O_RDONLY)
-    defer { close(fd) }
-    #expect(errnoOf(Libc.fsetxattr(fd, "user.viafd", [9, 0, 9], 3, 0)) == 0)
+    #expect(errnoOf(Libc.fsetxattr(fd, "user.viafd", [UInt8]([9, 0, 9]), 3, 0)) == 0)
     var buffer = [UInt8](repeating: 0, count: 8)
     #expect(Libc.fgetxattr(fd, "user.viafd", &buffer, 8) == 3)
     #expect(Array(buffer[..<3]) == [9, 0, 9])
