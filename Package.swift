@@ -8,7 +8,6 @@ let package = Package(
   name: "AppBox",
   products: [
     .executable(name: "appbox", targets: ["appbox"]),
-    .library(name: "AppBoxClient", targets: ["AppBoxClient"]),
   ],
   targets: [
     .systemLibrary(
@@ -23,7 +22,9 @@ let package = Package(
     .target(name: "AppBoxFS", dependencies: ["FuseBridge", "Posix", "SandboxPolicy"]),
     .target(name: "AppBoxCLI", dependencies: ["AppBoxFS", "Posix", "SandboxPolicy"]),
     .executableTarget(name: "appbox", dependencies: ["AppBoxCLI"]),
-    .target(name: "AppBoxClient", dependencies: ["Posix"]),
+    .executableTarget(
+      name: "purge-catalog-bench", dependencies: ["SandboxPolicy"], path: "bench/purge-catalog",
+      exclude: ["README.md"]),
     .testTarget(name: "SandboxPolicyTests", dependencies: ["SandboxPolicy"]),
     .testTarget(name: "MountTests", dependencies: ["appbox", "Posix", "SandboxPolicy"]),
   ]

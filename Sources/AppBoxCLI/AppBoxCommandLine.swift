@@ -16,6 +16,18 @@ public enum AppBoxCommandLine {
                  Library/Caches, tmp) and return once it is ready
       unmount [--lazy] MOUNTPOINT
                  unmount and wait for the daemon to finish
+      lock MOUNTPOINT, unlock MOUNTPOINT
+                 change the simulated device's lock state (BFU, UNLOCKED, GRACE, LOCKED)
+      status [--json] MOUNTPOINT
+                 state, capacity, usage by domain, purgeable bytes, counters
+      purge MOUNTPOINT (--bytes SIZE | --domain caches|tmp --all | --older-than DURATION [--domain D])
+                 purge tmp and Caches now
+      events [--follow] MOUNTPOINT
+                 refusals, state changes and purges as JSON Lines
+      protect PATH --class CLASS
+                 set a file's Data Protection class
+
+    run appbox mount --help for the mount options
 
     options: --help, --version
 
@@ -44,6 +56,11 @@ public enum AppBoxCommandLine {
     switch command {
     case "mount": return try MountCommand.run(rest)
     case "unmount", "umount": return try UnmountCommand.run(rest)
+    case "lock", "unlock": return try ControlCommands.lockOrUnlock(command, rest)
+    case "status": return try ControlCommands.status(rest)
+    case "purge": return try ControlCommands.purge(rest)
+    case "events": return try ControlCommands.events(rest)
+    case "protect": return try ControlCommands.protect(rest)
     case "--help", "-h", "help":
       print(help)
       return .success

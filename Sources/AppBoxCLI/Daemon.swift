@@ -25,6 +25,7 @@ struct Daemon {
     let result = session.run(configuration: configuration)
     session.unmount()
     unlink(files.pid)
+    unlink(files.socket)
     return result < 0 ? .failure : .success
   }
 
@@ -35,7 +36,9 @@ struct Daemon {
     let backing = request.backing!
     let filesystem: SandboxFilesystem
     do {
-      filesystem = try SandboxFilesystem(backingDirectory: backing, configuration: configuration)
+      var options = request.sandbox
+      options.eventsPath = files.events
+      filesystem = try SandboxFilesystem(backingDirectory: backing, configuration: configuration, options: options)
     } catch {
       throw CLIError(.noInput, "cannot set up the sandbox in \(backing): \(error) (a fixed directory such as Documents must be a directory, not a file or symlink)")
     }
@@ -47,6 +50,11 @@ struct Daemon {
       session = try FuseSession(filesystem: filesystem, configuration: configuration, options: options)
     } catch {
       throw CLIError(.usage, "\(error)")
+    }
+    do {
+      try ControlServer(path: files.socket, filesystem: filesystem).start()
+    } catch {
+      throw CLIError(.osError, "cannot create the control socket \(files.socket): \(error)")
     }
     do {
       try session.mount(request.mountpoint)

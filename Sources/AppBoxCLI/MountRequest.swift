@@ -1,5 +1,8 @@
+import AppBoxFS
+import SandboxPolicy
+
 /// What `appbox mount` was asked to do, parsed and validated (nothing touched yet).
-struct MountRequest: Equatable {
+struct MountRequest {
   /// The mountpoint as given.
   var mountpoint: String = ""
   /// The backing directory, or nil for the default under the user's data directory.
@@ -10,6 +13,8 @@ struct MountRequest: Equatable {
   var fuseOptions: [String] = []
   /// Internal: the descriptor to report readiness on (set by the background parent).
   var readyFD: Int32?
+  /// The sandbox's policies.
+  var sandbox = SandboxOptions()
 
   /// FUSE options a user may pass with `-o` (libfuse and kernel options that make sense
   /// for AppBox). `default_permissions` is always on.
@@ -21,18 +26,29 @@ struct MountRequest: Equatable {
   static let knownValueOptions: Set<String> = ["fsname", "subtype", "max_read"]
 
   static let usage = """
-    usage: appbox mount [--backing DIR] [--foreground] [-o OPTION[,OPTION...]] MOUNTPOINT
+    usage: appbox mount [OPTIONS] MOUNTPOINT
 
-      --backing DIR   where the sandbox's data lives (default: $XDG_DATA_HOME/appbox/containers/NAME,
-                      NAME being the mountpoint's last component)
-      --foreground    stay attached (default: return once the mount is ready)
-      -o OPTIONS      FUSE options, e.g. -o allow_other (see appbox --help)
+      --backing DIR               where the sandbox's data lives (default:
+                                  $XDG_DATA_HOME/appbox/containers/NAME, NAME = the mountpoint's last component)
+      --foreground                stay attached (default: return once the mount is ready)
+      -o OPTIONS                  FUSE options, e.g. -o allow_other
+      --capacity SIZE             the sandbox's capacity, e.g. 500M, 2G (default 4G)
+      --unlocked                  start UNLOCKED instead of BFU
+      --grace DURATION            GRACE after a lock, e.g. 10s, 0 (default 10s)
+      --cx-timeout DURATION       locked time before completeWhenUserInactive closes (default 60s)
+      --default-protection CLASS  class of new items without a parent class (default
+                                  completeUntilFirstUserAuthentication)
+      --purge-at PERCENT          background purge above this usage, e.g. 90%
+      --purge-to PERCENT          ... down to this usage (default: purge-at minus 10 points)
+      --tmp-max-age DURATION      purge tmp entries unused for longer, e.g. 3d
     """
 
   /// Parses the arguments after `mount`.
   static func parse(_ arguments: [String]) throws(CLIError) -> MountRequest {
     var request = MountRequest()
     var positional: [String] = []
+    var purgeAt: Percentage?
+    var purgeTo: Percentage?
     var index = 0
     func value(_ flag: String) throws(CLIError) -> String {
       index += 1
@@ -48,6 +64,23 @@ struct MountRequest: Equatable {
       case "--ready-fd":
         guard let fd = Int32(try value(argument)) else { throw CLIError(.usage, "--ready-fd needs a number") }
         request.readyFD = fd
+      case "--capacity":
+        let text = try value(argument)
+        do { request.sandbox.capacity = try ByteCount.parse(text).bytes } catch {
+          throw CLIError(.badValue, "--capacity \(text): \(error) (use e.g. 500M or 2G)")
+        }
+      case "--unlocked": request.sandbox.startUnlocked = true
+      case "--grace": request.sandbox.gracePeriod = try duration(argument, try value(argument))
+      case "--cx-timeout": request.sandbox.inactivityTimeout = try duration(argument, try value(argument))
+      case "--tmp-max-age": request.sandbox.tmpMaxAge = try duration(argument, try value(argument))
+      case "--default-protection":
+        let text = try value(argument)
+        guard let parsed = ProtectionClass(parsing: text) else {
+          throw CLIError(.badValue, "--default-protection \(text): unknown class (\(ProtectionClassNames.help))")
+        }
+        request.sandbox.defaultProtection = parsed
+      case "--purge-at": purgeAt = try percentage(argument, try value(argument))
+      case "--purge-to": purgeTo = try percentage(argument, try value(argument))
       case "--help", "-h": throw CLIError(.success, usage)
       default:
         if argument.hasPrefix("-o"), argument.count > 2 {
@@ -67,7 +100,27 @@ struct MountRequest: Equatable {
     }
     request.mountpoint = positional[0]
     if request.backing == "" { throw CLIError(.usage, "--backing needs a directory") }
+    if let purgeAt {
+      let low = purgeTo ?? Percentage(max(0, purgeAt.value - 10))
+      do { request.sandbox.waterMarks = try WaterMarks(high: purgeAt, low: low) } catch {
+        throw CLIError(.badValue, "--purge-at/--purge-to: \(error)")
+      }
+    } else if purgeTo != nil {
+      throw CLIError(.usage, "--purge-to needs --purge-at")
+    }
     return request
+  }
+
+  static func duration(_ flag: String, _ text: String) throws(CLIError) -> Double {
+    do { return try DurationText.parse(text) } catch {
+      throw CLIError(.badValue, "\(flag) \(text): \(error) (use e.g. 10s, 5m, 2h, 3d or 0)")
+    }
+  }
+
+  static func percentage(_ flag: String, _ text: String) throws(CLIError) -> Percentage {
+    do { return try Percentage.parse(text) } catch {
+      throw CLIError(.badValue, "\(flag) \(text): \(error) (use e.g. 90%)")
+    }
   }
 
   /// Splits and checks a comma-separated `-o` list.

@@ -27,6 +27,22 @@ struct RuntimeDirectory {
     return RuntimeDirectory(path: path)
   }
 
+  /// For root controlling another user's mount: that user's runtime files, found in the
+  /// places any user's daemon would use.
+  static func othersFiles(for mountpoint: String) -> MountFiles? {
+    var candidates: [String] = []
+    for base in ["/run/user", "/tmp"] {
+      let entries = (try? FileManager.default.contentsOfDirectory(atPath: base)) ?? []
+      for entry in entries {
+        if base == "/run/user" { candidates.append("\(base)/\(entry)/appbox") }
+        if base == "/tmp" && entry.hasPrefix("appbox-") { candidates.append("\(base)/\(entry)") }
+      }
+    }
+    return candidates.lazy.map { RuntimeDirectory(path: $0).files(for: mountpoint) }.first {
+      access($0.socket, F_OK) == 0
+    }
+  }
+
   /// The files of the mount at `mountpoint` (an absolute, resolved path).
   func files(for mountpoint: String) -> MountFiles {
     // FNV-1a over the path: short, stable names (Unix socket paths are limited to 108 bytes).

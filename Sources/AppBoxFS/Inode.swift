@@ -16,6 +16,11 @@ struct BackingKey: Hashable, Sendable {
     device = UInt64(st.st_dev)
     inode = UInt64(st.st_ino)
   }
+
+  init(device: UInt64, inode: UInt64) {
+    self.device = device
+    self.inode = inode
+  }
 }
 
 /// One node the kernel knows: an `Linux.openPath` descriptor on its backing inode, through which
@@ -33,15 +38,53 @@ final class Inode: Sendable {
   let lookups: Atomic<UInt64>
   /// Open file handles on this inode.
   let openHandles: Atomic<Int32>
+  /// The storage domain (`StorageDomain` raw value); a file's changes when it is renamed
+  /// into another domain.
+  private let domainValue: Atomic<UInt8>
+  /// The Data Protection class (index in `ProtectionClass.allCases`), or `unknownClass`
+  /// until first needed.
+  let protectionValue = Atomic<UInt8>(Inode.unknownClass)
+  /// Allocated bytes as last charged to the quota (`st_blocks * 512`).
+  let allocated: Mutex<Int64>
+  /// Unix second of the last use through the mount, to touch the purge catalog at most
+  /// once a second per file.
+  let lastTouch = Atomic<UInt32>(0)
+  /// Set when a purge removed the file: it answers ENOENT even where the kernel still has
+  /// it cached (until the kernel's entry is invalidated).
+  let purged = Atomic<Bool>(false)
 
-  init(fd: Int32, attributes: stat, fixed: SandboxLayout.FixedDirectory?, lookups: UInt64) {
+  static let unknownClass: UInt8 = 0xFF
+
+  init(fd: Int32, attributes: stat, fixed: SandboxLayout.FixedDirectory?, domain: StorageDomain, lookups: UInt64) {
     self.fd = fd
     self.key = BackingKey(attributes)
     self.fileType = attributes.st_mode & S_IFMT
     self.fixed = fixed
     self.lookups = Atomic(lookups)
     self.openHandles = Atomic(0)
+    self.domainValue = Atomic(domain.rawValue)
+    self.allocated = Mutex(Int64(attributes.st_blocks) * 512)
   }
+
+  /// The storage domain this inode belongs to.
+  var domain: StorageDomain {
+    get { StorageDomain(rawValue: domainValue.load(ordering: .relaxed))! }
+    set { domainValue.store(newValue.rawValue, ordering: .relaxed) }
+  }
+
+  /// The cached protection class, if loaded.
+  var cachedProtection: ProtectionClass? {
+    get {
+      let value = protectionValue.load(ordering: .relaxed)
+      return value == Self.unknownClass ? nil : ProtectionClass.allCases[Int(value)]
+    }
+    set {
+      let value = newValue.map { UInt8(ProtectionClass.allCases.firstIndex(of: $0)!) } ?? Self.unknownClass
+      protectionValue.store(value, ordering: .relaxed)
+    }
+  }
+
+  var isRegularFile: Bool { fileType == S_IFREG }
 
   deinit { Sys.close(fd) }
 

@@ -37,7 +37,7 @@ final class InodeTable: Sendable {
 
   /// Records one more kernel lookup of the backing inode `fd` refers to. Takes ownership
   /// of `fd` (closed when an inode for the same backing inode already exists).
-  func remember(fd: Int32, attributes: stat, fixed: SandboxLayout.FixedDirectory?) -> Inode {
+  func remember(fd: Int32, attributes: stat, fixed: SandboxLayout.FixedDirectory?, domain: StorageDomain) -> Inode {
     let key = BackingKey(attributes)
     if key == root.key {
       Sys.close(fd)
@@ -48,7 +48,7 @@ final class InodeTable: Sendable {
         existing.lookups.add(1, ordering: .relaxed)
         return (existing, true)
       }
-      let created = Inode(fd: fd, attributes: attributes, fixed: fixed, lookups: 1)
+      let created = Inode(fd: fd, attributes: attributes, fixed: fixed, domain: domain, lookups: 1)
       table[key] = created
       return (created, false)
     }
@@ -68,6 +68,13 @@ final class InodeTable: Sendable {
       return table.removeValue(forKey: inode.key)
     }
     _ = dropped  // released here, outside the lock
+  }
+
+  /// The inode of a backing inode number, if the kernel holds it.
+  func existing(backingInode: UInt64) -> Inode? {
+    let key = BackingKey(device: root.key.device, inode: backingInode)
+    if key == root.key { return root }
+    return nodes.withLock { $0[key] }
   }
 
   /// How many nodes the kernel holds.

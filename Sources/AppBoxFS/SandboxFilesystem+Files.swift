@@ -24,44 +24,110 @@ extension SandboxFilesystem {
     return OpenedFile(handle: UInt64(UInt32(bitPattern: fd)), keepCache: !direct, directIO: direct)
   }
 
-  /// `open`.
+  /// `open`: refused (EPERM) when the file's class is closed in the current state.
   public func open(_ ctx: RequestContext, node: NodeID, flags: Int32) throws(Errno) -> OpenedFile {
     let inode = inodes.inode(node)
+    if inode.purged.load(ordering: .relaxed) { throw .noEntry }
+    if inode.isRegularFile { try check(.openExisting, inode) }
     let fd = try Sys.reopen(inode.fd, flags: backingFlags(flags))
-    inode.openHandles.add(1, ordering: .relaxed)
+    opened(inode)
     return opened(fd, flags: flags)
   }
 
-  /// `create`: +1 lookup. The new file belongs to the caller.
+  /// Counts a new handle (an open file is never purged).
+  func opened(_ inode: Inode) {
+    inode.openHandles.add(1, ordering: .relaxed)
+    if inode.domain.isPurgeable { storage.books.withLock { _ = $0.catalog.open(ino: inode.key.inode) } }
+    touch(inode)
+  }
+
+  /// `create`: +1 lookup. The kernel sends it for `O_CREAT` opens of names it has not
+  /// looked up, so the name may exist: then this is an open of the existing file.
+  /// A new file belongs to the caller and takes its directory's class; creating is
+  /// refused (EPERM) when that class forbids it now.
   public func create(_ ctx: RequestContext, parent: NodeID, name: UnsafePointer<CChar>, mode: mode_t, flags: Int32)
     throws(Errno) -> (Entry, OpenedFile)
   {
     let directory = inodes.inode(parent)
-    try checkCanCreate(in: directory)
-    let fd = try ctx.asCaller { () throws(Errno) -> Int32 in
-      try Sys.openat(directory.fd, name, backingFlags(flags) | O_CREAT | (flags & O_EXCL) | O_NOFOLLOW, mode)
+    let exclusive = flags & O_EXCL != 0
+    let inherited = protectionClass(of: directory)
+    do throws(Errno) {
+      try checkCanCreate(in: directory)
+      if !exclusive, !AccessRule.decide(inherited, .createNew, in: protection.snapshot) {
+        throw Errno.exists  // refused if new: see first whether it exists (below)
+      }
+      try check(.createNew, inherited, path: mountPath(of: name, in: directory))
+      let fd = try ctx.asCaller { () throws(Errno) -> Int32 in
+        try Sys.openat(directory.fd, name, backingFlags(flags) | O_CREAT | O_EXCL | O_NOFOLLOW, mode)
+      }
+      let entry: Entry
+      do throws(Errno) { entry = try created(name, in: directory, protection: inherited, reserved: 0) } catch {
+        Sys.close(fd)
+        throw error
+      }
+      opened(inodes.inode(entry.node))
+      return (entry, opened(fd, flags: flags))
+    } catch where !exclusive && (error == .exists || error == .notPermitted) {
+      // The name exists (or creating it would be refused): open it if it does.
+      guard let entry = try? lookupEntry(in: directory, name: name) else {
+        if error == .exists { try check(.createNew, inherited, path: mountPath(of: name, in: directory)) }
+        throw error
+      }
+      do throws(Errno) {
+        return (entry, try open(ctx, node: entry.node, flags: flags & ~O_CREAT))
+      } catch {
+        forget(entry.node, count: 1)
+        throw error
+      }
     }
-    let entry: Entry
-    do throws(Errno) { entry = try lookupEntry(in: directory, name: name) } catch {
-      Sys.close(fd)
-      throw error
-    }
-    inodes.inode(entry.node).openHandles.add(1, ordering: .relaxed)
-    return (entry, opened(fd, flags: flags))
   }
 
   /// `read`: replies straight from the backing descriptor.
   public func read(_ ctx: RequestContext, node: NodeID, handle: UInt64, count: Int, offset: off_t) throws(Errno)
     -> ReadData
   {
-    .file(fd: Int32(truncatingIfNeeded: handle), offset: offset, count: count)
+    let inode = inodes.inode(node)
+    try check(.handleIO, inode)
+    touch(inode)
+    return .file(fd: Int32(truncatingIfNeeded: handle), offset: offset, count: count)
   }
 
-  /// `write_buf`.
+  /// `write_buf`: within the quota (purging tmp and Caches first if needed); a write that
+  /// only partly fits is shortened, one that does not fit at all is ENOSPC.
   public func write(_ ctx: RequestContext, node: NodeID, handle: UInt64, data: WriteData, offset: off_t) throws(Errno)
     -> Int
   {
-    try data.write(to: Int32(truncatingIfNeeded: handle), at: offset)
+    let inode = inodes.inode(node)
+    try check(.handleIO, inode)
+    let fd = Int32(truncatingIfNeeded: handle)
+    let count = data.count
+    let (reserved, limit) = try reserveForWrite(inode, offset: offset, count: count)
+    let written: Int
+    do throws(Errno) { written = try data.write(to: fd, at: offset, limit: limit) } catch {
+      unreserve(reserved, domain: inode.domain)
+      throw error
+    }
+    account(inode, fd: fd, reserved: reserved)
+    touch(inode)
+    return written
+  }
+
+  /// Reserves room for `count` bytes at `offset`.
+  /// - Returns: the reservation, and a shorter length when only part fits.
+  /// - Throws: ENOSPC when nothing fits.
+  func reserveForWrite(_ inode: Inode, offset: off_t, count: Int) throws(Errno) -> (Int64, Int?) {
+    let need = growthEstimate(inode, offset: offset, count: count)
+    guard need > 0 else { return (0, nil) }
+    let granted = reserve(need, domain: inode.domain)
+    if granted >= need { return (granted, nil) }
+    // Keep one block of the grant for the filesystem's metadata; write what fits in the rest.
+    let fits = Int(max(0, granted - 4096) / 4096 * 4096)
+    guard fits > 0 else {
+      unreserve(granted, domain: inode.domain)
+      storage.countNoSpace()
+      throw .noSpace
+    }
+    return (granted, min(fits, count))
   }
 
   /// `flush`: a close of one descriptor. Closing a duplicate makes the backing filesystem
@@ -74,7 +140,9 @@ extension SandboxFilesystem {
   /// `release`: the last close.
   public func release(_ ctx: RequestContext, node: NodeID, handle: UInt64) {
     Sys.close(Int32(truncatingIfNeeded: handle))
-    inodes.inode(node).openHandles.subtract(1, ordering: .relaxed)
+    let inode = inodes.inode(node)
+    inode.openHandles.subtract(1, ordering: .relaxed)
+    if inode.domain.isPurgeable { storage.books.withLock { _ = $0.catalog.close(ino: inode.key.inode) } }
   }
 
   /// `fsync`.
@@ -82,11 +150,21 @@ extension SandboxFilesystem {
     try Sys.fsync(Int32(truncatingIfNeeded: handle), dataOnly: dataOnly)
   }
 
-  /// `fallocate`, including `FALLOC_FL_PUNCH_HOLE` and `FALLOC_FL_KEEP_SIZE`.
+  /// `fallocate`, including `FALLOC_FL_PUNCH_HOLE` and `FALLOC_FL_KEEP_SIZE`; allocating
+  /// is within the quota (all or nothing: ENOSPC).
   public func fallocate(_ ctx: RequestContext, node: NodeID, handle: UInt64, mode: Int32, offset: off_t, length: off_t)
     throws(Errno)
   {
-    try Sys.fallocate(Int32(truncatingIfNeeded: handle), mode, offset, length)
+    let inode = inodes.inode(node)
+    try check(.handleIO, inode)
+    let fd = Int32(truncatingIfNeeded: handle)
+    let allocates = mode & Linux.fallocPunchHole == 0
+    let reserved = allocates ? try reserveAll(Int64(length) + 4096, domain: inode.domain) : 0
+    do throws(Errno) { try Sys.fallocate(fd, mode, offset, length) } catch {
+      unreserve(reserved, domain: inode.domain)
+      throw error
+    }
+    account(inode, fd: fd, reserved: reserved)
   }
 
   /// `lseek` for `SEEK_DATA` and `SEEK_HOLE` (the kernel answers the others itself).
@@ -96,13 +174,28 @@ extension SandboxFilesystem {
     try Sys.lseek(Int32(truncatingIfNeeded: handle), offset, whence)
   }
 
-  /// `copy_file_range`: copied by the backing filesystem (reflinked where it can).
+  /// `copy_file_range`: copied by the backing filesystem, within the quota like a write.
   public func copyFileRange(
     _ ctx: RequestContext, from: NodeID, handle inHandle: UInt64, offset inOffset: off_t, to: NodeID,
     handle outHandle: UInt64, offset outOffset: off_t, count: Int, flags: Int32
   ) throws(Errno) -> Int {
-    try Sys.copyFileRange(
-      Int32(truncatingIfNeeded: inHandle), inOffset, Int32(truncatingIfNeeded: outHandle), outOffset, count,
-      UInt32(bitPattern: flags))
+    let source = inodes.inode(from)
+    let target = inodes.inode(to)
+    try check(.handleIO, source)
+    try check(.handleIO, target)
+    let outFD = Int32(truncatingIfNeeded: outHandle)
+    let (reserved, limit) = try reserveForWrite(target, offset: outOffset, count: count)
+    let copied: Int
+    do throws(Errno) {
+      copied = try Sys.copyFileRange(
+        Int32(truncatingIfNeeded: inHandle), inOffset, outFD, outOffset, limit ?? count, UInt32(bitPattern: flags))
+    } catch {
+      unreserve(reserved, domain: target.domain)
+      throw error
+    }
+    account(target, fd: outFD, reserved: reserved)
+    touch(source)
+    touch(target)
+    return copied
   }
 }

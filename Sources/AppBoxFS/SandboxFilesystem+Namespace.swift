@@ -7,6 +7,11 @@ import SandboxPolicy
 #endif
 
 // MARK: - Creating, removing, renaming and linking names
+//
+// Layout: nothing new at the container root; fixed directories are never removed,
+// renamed or replaced. Domains: a directory never changes domain (a rename that would
+// move one, or exchange across domains, is EXDEV, which `mv` and Foundation answer by
+// copying); files may move between domains, and their bytes move with them.
 
 extension SandboxFilesystem {
   /// `mknod` (regular files, fifos, sockets; devices when the caller may): +1 lookup.
@@ -15,18 +20,27 @@ extension SandboxFilesystem {
   {
     let directory = inodes.inode(parent)
     try checkCanCreate(in: directory)
+    let isRegular = mode & S_IFMT == S_IFREG
+    let inherited = protectionClass(of: directory)
+    if isRegular { try check(.createNew, inherited, path: mountPath(of: name, in: directory)) }
     try ctx.asCaller { () throws(Errno) in try Sys.mknodat(directory.fd, name, mode, device) }
-    return try lookupEntry(in: directory, name: name)
+    return try created(name, in: directory, protection: isRegular ? inherited : nil, reserved: 0)
   }
 
-  /// `mkdir`: +1 lookup.
+  /// `mkdir`: +1 lookup. The new directory takes its parent's class.
   public func mkdir(_ ctx: RequestContext, parent: NodeID, name: UnsafePointer<CChar>, mode: mode_t) throws(Errno)
     -> Entry
   {
     let directory = inodes.inode(parent)
     try checkCanCreate(in: directory)
-    try ctx.asCaller { () throws(Errno) in try Sys.mkdirat(directory.fd, name, mode) }
-    return try lookupEntry(in: directory, name: name)
+    let reserved = try reserveAll(4096, domain: directory.domain)
+    do throws(Errno) {
+      try ctx.asCaller { () throws(Errno) in try Sys.mkdirat(directory.fd, name, mode) }
+    } catch {
+      unreserve(reserved, domain: directory.domain)
+      throw error
+    }
+    return try created(name, in: directory, protection: protectionClass(of: directory), reserved: reserved)
   }
 
   /// `symlink`: +1 lookup. The target is stored as given; the daemon never follows it.
@@ -36,25 +50,54 @@ extension SandboxFilesystem {
     let directory = inodes.inode(parent)
     try checkCanCreate(in: directory)
     try ctx.asCaller { () throws(Errno) in try Sys.symlinkat(target, directory.fd, name) }
-    return try lookupEntry(in: directory, name: name)
+    return try created(name, in: directory, protection: nil, reserved: 0)
+  }
+
+  /// Looks up what was just created, gives it its class, and puts it on the books.
+  func created(_ name: UnsafePointer<CChar>, in directory: Inode, protection: ProtectionClass?, reserved: Int64)
+    throws(Errno) -> Entry
+  {
+    let entry: Entry
+    do throws(Errno) { entry = try lookupEntry(in: directory, name: name) } catch {
+      unreserve(reserved, domain: directory.domain)
+      throw error
+    }
+    let inode = inodes.inode(entry.node)
+    if let protection { try? assignProtection(protection, to: inode, fd: inode.fd) }
+    inode.allocated.withLock { $0 = 0 }
+    account(inode, fd: inode.fd, reserved: reserved)
+    track(inode, name: CName(name).bytes, in: directory)
+    return entry
+  }
+
+  /// Reserves exactly `bytes` or fails with ENOSPC (after purging what it could).
+  func reserveAll(_ bytes: Int64, domain: StorageDomain) throws(Errno) -> Int64 {
+    let granted = reserve(bytes, domain: domain)
+    guard granted < bytes else { return granted }
+    unreserve(granted, domain: domain)
+    storage.countNoSpace()
+    throw .noSpace
   }
 
   /// `unlink`.
   public func unlink(_ ctx: RequestContext, parent: NodeID, name: UnsafePointer<CChar>) throws(Errno) {
     let directory = inodes.inode(parent)
     try checkCanRemove(name, in: directory)
+    let st = try Sys.fstatat(directory.fd, name, AT_SYMLINK_NOFOLLOW)
     try Sys.unlinkat(directory.fd, name, 0)
+    untrack(st, domain: directory.domain)
   }
 
   /// `rmdir`.
   public func rmdir(_ ctx: RequestContext, parent: NodeID, name: UnsafePointer<CChar>) throws(Errno) {
     let directory = inodes.inode(parent)
     try checkCanRemove(name, in: directory)
+    let st = try Sys.fstatat(directory.fd, name, AT_SYMLINK_NOFOLLOW)
     try Sys.unlinkat(directory.fd, name, AT_REMOVEDIR)
+    untrack(st, domain: directory.domain)
   }
 
-  /// `rename`, with `RENAME_NOREPLACE` and `RENAME_EXCHANGE`. Fixed directories can be
-  /// neither source nor target.
+  /// `rename`, with `RENAME_NOREPLACE` and `RENAME_EXCHANGE`.
   public func rename(
     _ ctx: RequestContext, parent: NodeID, name: UnsafePointer<CChar>, newParent: NodeID,
     newName: UnsafePointer<CChar>, flags: UInt32
@@ -64,16 +107,31 @@ extension SandboxFilesystem {
     try checkCanRemove(name, in: from)
     try checkCanRemove(newName, in: to)
     try checkCanCreate(in: to)
+    let source = try Sys.fstatat(from.fd, name, AT_SYMLINK_NOFOLLOW)
+    let target = try? Sys.fstatat(to.fd, newName, AT_SYMLINK_NOFOLLOW)
+    let exchange = flags & Linux.renameExchange != 0
+    if from.domain != to.domain {
+      let moves = [source] + (exchange ? target.map { [$0] } ?? [] : [])
+      if exchange || moves.contains(where: { $0.st_mode & S_IFMT == S_IFDIR }) { throw .crossDevice }
+    }
     try Sys.renameat2(from.fd, name, to.fd, newName, flags)
+    if exchange, let target {
+      moved(source, to: CName(newName).bytes, in: to, from: from)
+      moved(target, to: CName(name).bytes, in: from, from: to)
+      return
+    }
+    if let target, target.st_ino != source.st_ino { untrack(target, domain: to.domain) }
+    moved(source, to: CName(newName).bytes, in: to, from: from)
   }
 
-  /// `link`: +1 lookup on the linked node.
+  /// `link`: +1 lookup on the linked node. Links stay within one domain (EXDEV otherwise).
   public func link(_ ctx: RequestContext, node: NodeID, newParent: NodeID, newName: UnsafePointer<CChar>) throws(Errno)
     -> Entry
   {
     let inode = inodes.inode(node)
     let directory = inodes.inode(newParent)
     try checkCanCreate(in: directory)
+    if inode.domain != directory.domain { throw .crossDevice }
     try Sys.link(inode.fd, directory.fd, newName)
     return try lookupEntry(in: directory, name: newName)
   }

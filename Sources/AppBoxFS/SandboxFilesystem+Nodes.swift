@@ -28,7 +28,9 @@ extension SandboxFilesystem {
 
   /// `getattr`.
   public func getattr(_ ctx: RequestContext, node: NodeID, handle: UInt64?) throws(Errno) -> stat {
-    try Sys.fstat(inodes.inode(node).fd)
+    let inode = inodes.inode(node)
+    if inode.purged.load(ordering: .relaxed) { throw .noEntry }
+    return try Sys.fstat(inode.fd)
   }
 
   /// `setattr`: mode, owner, size, times (incl. `UTIME_NOW`; unset ones are `UTIME_OMIT`).
@@ -46,7 +48,9 @@ extension SandboxFilesystem {
       try Sys.chown(inode.fd, uid, gid)
     }
     if fields.contains(.size) {
+      if inode.isRegularFile { try check(openFD == nil ? .openExisting : .handleIO, inode) }
       try truncate(inode, openFD: openFD, to: attributes.st_size)
+      account(inode, fd: inode.fd)
     }
     if !fields.isDisjoint(with: [.atime, .mtime, .atimeNow, .mtimeNow]) {
       let omit = timespec(tv_sec: 0, tv_nsec: Linux.utimeOmit)
@@ -84,8 +88,17 @@ extension SandboxFilesystem {
     try ctx.asCaller { () throws(Errno) in try Sys.access(fd, mask) }
   }
 
-  /// `statfs`.
+  /// `statfs`: the sandbox's capacity and free bytes (what `df` and
+  /// `volumeAvailableCapacity` show); file counts from the backing filesystem.
   public func statfs(_ ctx: RequestContext, node: NodeID) throws(Errno) -> statvfs {
-    try Sys.fstatvfs(inodes.root.fd)
+    var st = try Sys.fstatvfs(inodes.root.fd)
+    let (capacity, free) = storage.books.withLock { ($0.ledger.capacity, $0.ledger.free) }
+    let block: Int64 = 4096
+    st.f_bsize = UInt(block)
+    st.f_frsize = UInt(block)
+    st.f_blocks = fsblkcnt_t(capacity / block)
+    st.f_bfree = fsblkcnt_t(free / block)
+    st.f_bavail = fsblkcnt_t(free / block)
+    return st
   }
 }

@@ -9,11 +9,13 @@ import SandboxPolicy
 // MARK: - Extended attributes
 //
 // Names are mapped by `XattrNameMapping` (Apple's namespace-less names are kept under
-// `user.appbox.x.`); values pass through byte for byte.
+// `user.appbox.x.`); values pass through byte for byte. AppBox's own attributes
+// (`AppBoxAttribute`) are checked and interpreted here; other `user.appbox.` names are
+// refused (EPERM). Attributes are metadata: never refused for the lock state, except
+// changing a class, which needs the current class to be accessible.
 
 extension SandboxFilesystem {
-  /// The backing name of a mount name, NUL-terminated. Refuses (EPERM) names in AppBox's
-  /// reserved namespace that it does not document.
+  /// The backing name of a mount name, NUL-terminated.
   func backingXattrName(_ name: UnsafePointer<CChar>) throws(Errno) -> [CChar] {
     let mountName = CName(name)
     if XattrNameMapping.isReserved(mountName) { throw .notPermitted }
@@ -25,6 +27,9 @@ extension SandboxFilesystem {
     _ ctx: RequestContext, node: NodeID, name: UnsafePointer<CChar>, value: UnsafeRawBufferPointer, flags: Int32
   ) throws(Errno) {
     let inode = inodes.inode(node)
+    if let attribute = AppBoxAttribute(name: CName(name)) {
+      return try setOwn(attribute, of: inode, to: Array(value), flags: flags)
+    }
     let backing = try backingXattrName(name)
     try backing.withUnsafeBufferPointer { (p) throws(Errno) in try Xattr.set(inode.fd, p.baseAddress!, value, flags: flags) }
   }
@@ -32,16 +37,25 @@ extension SandboxFilesystem {
   /// `getxattr`.
   public func getxattr(_ ctx: RequestContext, node: NodeID, name: UnsafePointer<CChar>) throws(Errno) -> [UInt8] {
     let inode = inodes.inode(node)
+    if let attribute = AppBoxAttribute(name: CName(name)) { return try own(attribute, of: inode) }
     let backing = try backingXattrName(name)
     return try backing.withUnsafeBufferPointer { (p) throws(Errno) -> [UInt8] in try Xattr.value(inode.fd, p.baseAddress!) }
   }
 
-  /// `listxattr`: every backing name, as the mount shows it.
+  /// `listxattr`: every backing name as the mount shows it, and on the root AppBox's
+  /// read-only attributes.
   public func listxattr(_ ctx: RequestContext, node: NodeID) throws(Errno) -> [UInt8] {
+    let inode = inodes.inode(node)
     var list: [UInt8] = []
-    for name in try Xattr.names(inodes.inode(node).fd) {
+    for name in try Xattr.names(inode.fd) {
       list += XattrNameMapping.mountName(forBackingName: name)
       list.append(0)
+    }
+    if inode === inodes.root {
+      for attribute in AppBoxAttribute.rootAttributes {
+        list += Array(attribute.name.utf8)
+        list.append(0)
+      }
     }
     return list
   }
@@ -49,7 +63,75 @@ extension SandboxFilesystem {
   /// `removexattr`.
   public func removexattr(_ ctx: RequestContext, node: NodeID, name: UnsafePointer<CChar>) throws(Errno) {
     let inode = inodes.inode(node)
+    if let attribute = AppBoxAttribute(name: CName(name)) {
+      return try removeOwn(attribute, of: inode)
+    }
     let backing = try backingXattrName(name)
     try backing.withUnsafeBufferPointer { (p) throws(Errno) in try Xattr.remove(inode.fd, p.baseAddress!) }
+  }
+
+  // MARK: AppBox's own attributes
+
+  private func own(_ attribute: AppBoxAttribute, of inode: Inode) throws(Errno) -> [UInt8] {
+    switch attribute {
+    case .protection:
+      return Array(protectionClass(of: inode).name.utf8)
+    case .purgeUrgency:
+      return try Xattr.value(inode.fd, name: attribute.name)
+    case .deviceState, .capacity, .availableImportant, .availableOpportunistic:
+      guard inode === inodes.root else { throw .noData }
+      return Array(rootValue(attribute).utf8)
+    }
+  }
+
+  /// The read-only values on the mount's root.
+  private func rootValue(_ attribute: AppBoxAttribute) -> String {
+    if attribute == .deviceState { return protection.snapshot.state.name }
+    let (ledger, purgeable, purgeableTmp) = storage.books.withLock {
+      ($0.ledger, $0.catalog.totalPurgeableBytes, $0.catalog.purgeableBytes(domain: .tmp))
+    }
+    switch attribute {
+    case .capacity: return String(ledger.capacity)
+    case .availableImportant: return String(ledger.importantAvailableCapacity(purgeable: purgeable))
+    default: return String(ledger.opportunisticAvailableCapacity(purgeableTmp: purgeableTmp))
+    }
+  }
+
+  private func setOwn(_ attribute: AppBoxAttribute, of inode: Inode, to value: [UInt8], flags: Int32) throws(Errno) {
+    switch attribute {
+    case .protection:
+      guard inode.isRegularFile || inode.isDirectory else { throw .notPermitted }
+      guard let requested = ProtectionClass(parsing: value) else { throw .invalidArgument }
+      let current = protectionClass(of: inode)
+      guard AccessRule.canChangeClass(from: current, state: protection.snapshot.state, cxExpired: protection.snapshot.cxExpired)
+      else {
+        try check(.openExisting, current, path: mountPath(of: inode))
+        throw .notPermitted
+      }
+      try Xattr.set(inode.fd, name: attribute.name, value: Array(requested.name.utf8), flags: flags)
+      inode.cachedProtection = requested
+    case .purgeUrgency:
+      guard inode.isRegularFile else { throw .notPermitted }
+      guard let urgency = try? PurgeUrgency.parse(attributeValue: value) else { throw .invalidArgument }
+      try Xattr.set(inode.fd, name: attribute.name, value: urgency.attributeValue ?? [], flags: flags)
+      storage.books.withLock { _ = $0.catalog.setUrgency(ino: inode.key.inode, urgency) }
+    case .deviceState, .capacity, .availableImportant, .availableOpportunistic:
+      throw .notPermitted
+    }
+  }
+
+  private func removeOwn(_ attribute: AppBoxAttribute, of inode: Inode) throws(Errno) {
+    switch attribute {
+    case .protection:
+      let current = protectionClass(of: inode)
+      try check(.openExisting, current, path: mountPath(of: inode))
+      try Xattr.remove(inode.fd, name: attribute.name)
+      inode.cachedProtection = options.defaultProtection
+    case .purgeUrgency:
+      try Xattr.remove(inode.fd, name: attribute.name)
+      storage.books.withLock { _ = $0.catalog.setUrgency(ino: inode.key.inode, .none) }
+    case .deviceState, .capacity, .availableImportant, .availableOpportunistic:
+      throw .notPermitted
+    }
   }
 }

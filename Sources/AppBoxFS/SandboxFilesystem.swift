@@ -2,6 +2,7 @@ import FuseBridge
 import Posix
 import SandboxPolicy
 import Synchronization
+import Dispatch
 
 #if canImport(Glibc)
   import Glibc
@@ -18,27 +19,51 @@ public final class SandboxFilesystem: FuseFilesystem {
   let inodes: InodeTable
   /// Cache timeouts, as configured for the session.
   let configuration: FuseConfiguration
+  /// The policies' settings.
+  let options: SandboxOptions
+  /// The simulated device's lock state.
+  let protection: ProtectionState
+  /// Quota, purge catalog and their counters.
+  let storage: StorageState
+  /// Where refusals, state changes and purges are recorded.
+  let events: EventLog
+  /// The backing directory's absolute path (to name paths in events).
+  let backingPath: [UInt8]
+  /// Backing inode numbers of the purgeable domains' top directories.
+  let domainRoots: [StorageDomain: UInt64]
   /// Set once the mount is up.
   let notifier = Mutex<KernelNotifier?>(nil)
+  /// Background work that must not run on a request thread: kernel notifications, timed
+  /// lock transitions, background purges.
+  let maintenance = DispatchQueue(label: "appbox.maintenance")
 
-  /// Opens the backing directory and creates the fixed layout in it.
+  /// Opens the backing directory, creates the fixed layout in it, and indexes it (usage
+  /// per domain, the purge catalog).
   /// - Throws: ``Errno`` when the backing directory cannot be opened or the layout cannot
   ///   be created (e.g. a fixed name exists but is not a directory).
-  public init(backingDirectory: String, configuration: FuseConfiguration) throws(Errno) {
+  public init(backingDirectory: String, configuration: FuseConfiguration, options: SandboxOptions) throws(Errno) {
     let rootFD = try Sys.openat(AT_FDCWD, backingDirectory, Linux.openPath | O_DIRECTORY | O_CLOEXEC)
     let rootStat: stat
     do throws(Errno) { rootStat = try Sys.fstat(rootFD) } catch {
       Sys.close(rootFD)
       throw error
     }
-    inodes = InodeTable(root: Inode(fd: rootFD, attributes: rootStat, fixed: nil, lookups: 1))
+    inodes = InodeTable(root: Inode(fd: rootFD, attributes: rootStat, fixed: nil, domain: .root, lookups: 1))
     self.configuration = configuration
-    try Self.createLayout(in: rootFD)
+    self.options = options
+    backingPath = Array(backingDirectory.utf8)
+    domainRoots = try Self.createLayout(in: rootFD)
+    let (ledger, catalog) = try BackingScan.run(rootFD: rootFD, capacity: options.capacity)
+    storage = StorageState(ledger: ledger, catalog: catalog, waterMarks: options.waterMarks)
+    protection = ProtectionState(options: options)
+    events = EventLog(path: options.eventsPath)
   }
 
   /// Creates every fixed directory that is missing; refuses a fixed name that is not a
   /// directory (or is a symlink), changing nothing.
-  static func createLayout(in rootFD: Int32) throws(Errno) {
+  /// - Returns: the backing inode numbers of the purgeable domains' top directories.
+  static func createLayout(in rootFD: Int32) throws(Errno) -> [StorageDomain: UInt64] {
+    var roots: [StorageDomain: UInt64] = [:]
     for directory in SandboxLayout.creationOrder {
       var dirFD = try Sys.dup(rootFD)
       defer { Sys.close(dirFD) }
@@ -56,11 +81,16 @@ public final class SandboxFilesystem: FuseFilesystem {
         Sys.close(dirFD)
         dirFD = next
       }
+      if directory.domain.isPurgeable {
+        roots[directory.domain] = UInt64(try Sys.fstat(dirFD).st_ino)
+      }
     }
+    return roots
   }
 
   public func mounted(notifier: KernelNotifier) {
     self.notifier.withLock { $0 = notifier }
+    startMaintenance()
   }
 
   // MARK: - Helpers shared by the handlers
@@ -86,8 +116,9 @@ public final class SandboxFilesystem: FuseFilesystem {
       Sys.close(fd)
       throw error
     }
-    let fixed = SandboxLayout.fixedDirectory(named: CName(name), in: layoutParent(parent))
-    let inode = inodes.remember(fd: fd, attributes: attributes, fixed: attributes.st_mode & S_IFMT == S_IFDIR ? fixed : nil)
+    let fixed =
+      attributes.st_mode & S_IFMT == S_IFDIR ? SandboxLayout.fixedDirectory(named: CName(name), in: layoutParent(parent)) : nil
+    let inode = inodes.remember(fd: fd, attributes: attributes, fixed: fixed, domain: fixed?.domain ?? parent.domain)
     return entry(inode, attributes)
   }
 

@@ -201,6 +201,12 @@ public enum Sys {
     try retryingEINTR { Glibc.pwrite(fd, buffer.baseAddress, buffer.count, offset) }
   }
 
+  /// `write(2)` of a whole buffer (one call for pipes and `O_APPEND` files up to PIPE_BUF).
+  @inlinable
+  public static func write(_ fd: Int32, _ buffer: UnsafeRawBufferPointer) throws(Errno) -> Int {
+    try retryingEINTR { Glibc.write(fd, buffer.baseAddress, buffer.count) }
+  }
+
   /// `fsync(2)` or `fdatasync(2)`.
   @inlinable
   public static func fsync(_ fd: Int32, dataOnly: Bool) throws(Errno) {
@@ -260,5 +266,19 @@ public struct ProcPath {
   @inlinable
   public mutating func withCString<R, E: Error>(_ body: (UnsafePointer<CChar>) throws(E) -> R) throws(E) -> R {
     try bytes.withUnsafeBufferPointer { (b) throws(E) -> R in try body(b.baseAddress!) }
+  }
+}
+
+extension Sys {
+  /// The path the kernel shows for a descriptor (`/proc/self/fd/N`'s link), as bytes.
+  public static func path(of fd: Int32) throws(Errno) -> [UInt8] {
+    var path = ProcPath(fd)
+    let capacity = Int(PATH_MAX) + 1
+    let raw = UnsafeMutablePointer<CChar>.allocate(capacity: capacity)
+    defer { raw.deallocate() }
+    let count = try path.withCString { (p) throws(Errno) -> Int in
+      try retryingEINTR { Glibc.readlink(p, raw, capacity) }
+    }
+    return UnsafeRawBufferPointer(start: raw, count: min(count, capacity)).map { $0 }
   }
 }

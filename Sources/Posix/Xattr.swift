@@ -38,6 +38,53 @@ public enum Xattr {
     }
   }
 
+  /// The value of `name` on the entry `entry` of the directory `directoryFD` (through
+  /// `/proc/self/fd`, without opening the entry), or nil when it has none.
+  public static func value(in directoryFD: Int32, entry: UnsafePointer<CChar>, _ name: UnsafePointer<CChar>) -> [UInt8]? {
+    var path = Array("/proc/self/fd/\(directoryFD)/".utf8CString.dropLast())
+    var index = 0
+    while entry[index] != 0 {
+      path.append(entry[index])
+      index += 1
+    }
+    path.append(0)
+    var buffer = [UInt8](repeating: 0, count: 64)
+    let count = buffer.withUnsafeMutableBytes { raw in cposix_getxattr(path, name, raw.baseAddress, raw.count) }
+    guard count >= 0 else { return nil }
+    return Array(buffer[..<count])
+  }
+
+  /// Sets `name` to `value` (convenience for attributes named in Swift).
+  public static func set(_ fd: Int32, name: String, value: [UInt8], flags: Int32 = 0) throws(Errno) {
+    let result = name.withCString { cname in
+      value.withUnsafeBytes { bytes -> Result<Void, Errno> in
+        do throws(Errno) { return .success(try set(fd, cname, bytes, flags: flags)) } catch { return .failure(error) }
+      }
+    }
+    try result.get()
+  }
+
+  /// The value of `name` (convenience for attributes named in Swift).
+  public static func value(_ fd: Int32, name: String) throws(Errno) -> [UInt8] {
+    let result = name.withCString { cname -> Result<[UInt8], Errno> in
+      do throws(Errno) { return .success(try value(fd, cname)) } catch { return .failure(error) }
+    }
+    return try result.get()
+  }
+
+  /// Removes `name` (convenience for attributes named in Swift).
+  public static func remove(_ fd: Int32, name: String) throws(Errno) {
+    let result = name.withCString { cname -> Result<Void, Errno> in
+      do throws(Errno) { return .success(try remove(fd, cname)) } catch { return .failure(error) }
+    }
+    try result.get()
+  }
+
+  /// Sets `name` on the file at `path` (following symlinks), for tools outside the daemon.
+  public static func set(path: String, name: String, value: [UInt8]) throws(Errno) {
+    guard cposix_setxattr(path, name, value, value.count, 0) == 0 else { throw Errno.current }
+  }
+
   /// `setxattr(2)`.
   public static func set(_ fd: Int32, _ name: UnsafePointer<CChar>, _ value: UnsafeRawBufferPointer, flags: Int32) throws(Errno) {
     var path = ProcPath(fd)

@@ -62,15 +62,11 @@ extension PurgeCatalog {
 
   /// Stops tracking an empty directory (it was removed from the backing tree).
   /// - Parameter ino: The directory's backing inode number.
-  /// - Returns: Whether the directory was tracked.
-  /// - Precondition: No tracked file or directory is inside it (use
-  ///   `removeSubtree(directory:)` for a non-empty one).
+  /// - Returns: Whether the directory was tracked and empty (a directory that still has
+  ///   tracked children stays: use `removeSubtree(directory:)`).
   @discardableResult
   public func removeDirectory(ino: UInt64) -> Bool {
-    guard let slot = directoryIndex[ino] else { return false }
-    precondition(
-      directories[Int(slot)].childCount == 0,
-      "PurgeCatalog: directory \(ino) removed with tracked children")
+    guard let slot = directoryIndex[ino], directories[Int(slot)].childCount == 0 else { return false }
     directoryIndex[ino] = nil
     freeDirectorySlot(slot)
     compactNamesIfNeeded()

@@ -171,13 +171,12 @@ extension PurgeCatalog {
 
   /// Records that a handle to the file was closed.
   /// - Parameter ino: The backing inode number.
-  /// - Returns: Whether the file was tracked.
-  /// - Precondition: The file has an open handle.
+  /// - Returns: Whether the file was tracked with an open handle (a close of a file that
+  ///   was opened before it was tracked changes nothing).
   @discardableResult
   public func close(ino: UInt64) -> Bool {
-    guard let slot = fileIndex[ino] else { return false }
+    guard let slot = fileIndex[ino], files[Int(slot)].openCount > 0 else { return false }
     let file = files[Int(slot)]
-    precondition(file.openCount > 0, "PurgeCatalog: close of \(ino) without open")
     if file.openCount == 1 { openBytesByRank[Self.rank(ofDomain: file.domain)] -= file.bytes }
     files[Int(slot)].openCount -= 1
     return true

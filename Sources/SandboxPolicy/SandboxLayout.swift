@@ -63,3 +63,17 @@ public enum SandboxLayout {
     fixedDirectory(named: name, in: parent) == nil
   }
 }
+
+extension SandboxLayout.FixedDirectory {
+  /// The storage domain this directory roots.
+  public var domain: StorageDomain {
+    switch self {
+    case .documents: .documents
+    case .library: .library
+    case .applicationSupport: .applicationSupport
+    case .preferences: .preferences
+    case .caches: .caches
+    case .tmp: .tmp
+    }
+  }
+}

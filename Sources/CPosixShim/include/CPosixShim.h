@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <stdint.h>
 #include <sys/fsuid.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
@@ -79,6 +80,14 @@ static inline ssize_t cposix_listxattr(const char *path, char *list, size_t size
   return listxattr(path, list, size);
 }
 static inline int cposix_removexattr(const char *path, const char *name) { return removexattr(path, name); }
+
+/// The uid of a Unix socket's peer (SO_PEERCRED and struct ucred are GNU-only), or -1.
+static inline long cposix_peer_uid(int fd) {
+  struct { int pid; unsigned uid; unsigned gid; } cred;
+  socklen_t length = sizeof cred;
+  if (getsockopt(fd, 1 /* SOL_SOCKET */, 17 /* SO_PEERCRED */, &cred, &length) != 0) return -1;
+  return (long)cred.uid;
+}
 
 static inline int cposix_fcntl_int(int fd, int cmd, int arg) { return fcntl(fd, cmd, arg); }
 

@@ -1,0 +1,170 @@
+import Foundation
+import Posix
+import SandboxPolicy
+
+/// Names a user may give for a protection class, for messages.
+enum ProtectionClassNames {
+  static let help =
+    "one of complete, completeUnlessOpen, completeUntilFirstUserAuthentication, completeWhenUserInactive, none; NSFileProtection… names, letters A B C CX D or Apple's numbers 1 2 3 7 4"
+}
+
+/// `appbox lock|unlock|status|purge|events|protect`.
+enum ControlCommands {
+  /// `appbox lock MOUNTPOINT` and `appbox unlock MOUNTPOINT`.
+  static func lockOrUnlock(_ verb: String, _ arguments: [String]) throws(CLIError) -> ExitCode {
+    let mountpoint = try single(arguments, usage: "usage: appbox \(verb) MOUNTPOINT")
+    let reply = try ControlClient.send(verb, to: try ControlClient.target(mountpoint))
+    print(ControlClient.object(reply)["state"] as? String ?? reply)
+    return .success
+  }
+
+  /// `appbox status MOUNTPOINT [--json]`.
+  static func status(_ arguments: [String]) throws(CLIError) -> ExitCode {
+    let usage = "usage: appbox status [--json] MOUNTPOINT"
+    let json = arguments.contains("--json")
+    let mountpoint = try single(arguments.filter { $0 != "--json" }, usage: usage)
+    let reply = try ControlClient.send("status", to: try ControlClient.target(mountpoint))
+    let status = ControlClient.object(reply)["status"] as? [String: Any] ?? [:]
+    if json {
+      let start = reply.range(of: "\"status\":")!.upperBound
+      print(String(reply[start..<reply.index(before: reply.endIndex)]))
+      return .success
+    }
+    print(StatusText.render(status, mountpoint: mountpoint))
+    return .success
+  }
+
+  /// `appbox purge MOUNTPOINT (--bytes SIZE | --domain caches|tmp --all | --older-than DURATION [--domain D])`.
+  static func purge(_ arguments: [String]) throws(CLIError) -> ExitCode {
+    let usage =
+      "usage: appbox purge MOUNTPOINT (--bytes SIZE | --domain caches|tmp --all | --older-than DURATION [--domain caches|tmp])"
+    var bytes: Int64?
+    var domain: String?
+    var all = false
+    var olderThan: Double?
+    var positional: [String] = []
+    var index = 0
+    func value() throws(CLIError) -> String {
+      index += 1
+      guard index < arguments.count else { throw CLIError(.usage, "\(arguments[index - 1]) needs a value\n\(usage)") }
+      return arguments[index]
+    }
+    while index < arguments.count {
+      switch arguments[index] {
+      case "--bytes":
+        let text = try value()
+        do { bytes = try ByteCount.parse(text).bytes } catch { throw CLIError(.badValue, "--bytes \(text): \(error)") }
+      case "--domain":
+        let text = try value()
+        guard text == "caches" || text == "tmp" else { throw CLIError(.badValue, "--domain \(text): use caches or tmp") }
+        domain = text
+      case "--all": all = true
+      case "--older-than": olderThan = try MountRequest.duration("--older-than", try value())
+      default:
+        if arguments[index].hasPrefix("-") { throw CLIError(.usage, "unknown option \(arguments[index])\n\(usage)") }
+        positional.append(arguments[index])
+      }
+      index += 1
+    }
+    let mountpoint = try single(positional, usage: usage)
+    let request: String
+    switch (bytes, olderThan, all, domain) {
+    case (let bytes?, nil, false, nil): request = "purge bytes \(bytes)"
+    case (nil, let age?, false, _): request = "purge older-than \(age)" + (domain.map { " \($0)" } ?? "")
+    case (nil, nil, true, let domain?): request = "purge domain \(domain)"
+    default: throw CLIError(.usage, "choose one of --bytes, --domain D --all, --older-than\n\(usage)")
+    }
+    let reply = ControlClient.object(try ControlClient.send(request, to: try ControlClient.target(mountpoint)))
+    let files = reply["files"] as? Int ?? 0
+    let freed = (reply["bytes"] as? NSNumber)?.int64Value ?? 0
+    print("purged \(files) file\(files == 1 ? "" : "s"), \(ByteCount(freed).formatted)")
+    return .success
+  }
+
+  /// `appbox events MOUNTPOINT [--follow]`: the event log as JSON Lines.
+  static func events(_ arguments: [String]) throws(CLIError) -> ExitCode {
+    let follow = arguments.contains("--follow") || arguments.contains("-f")
+    let mountpoint = try single(
+      arguments.filter { $0 != "--follow" && $0 != "-f" }, usage: "usage: appbox events [--follow] MOUNTPOINT")
+    let target = try ControlClient.target(mountpoint)
+    let fd = open(target.files.events, O_RDONLY | O_CLOEXEC)
+    guard fd >= 0 else {
+      if errno == ENOENT { return .success }  // nothing recorded yet
+      throw CLIError(.noPermission, "cannot read \(target.files.events): \(String(cString: strerror(errno)))")
+    }
+    defer { close(fd) }
+    var buffer = [UInt8](repeating: 0, count: 1 << 16)
+    while true {
+      let count = read(fd, &buffer, buffer.count)
+      if count > 0 {
+        FileHandle.standardOutput.write(Data(buffer[..<count]))
+        continue
+      }
+      guard follow, MountTable.mount(at: target.mountpoint) != nil else { return .success }
+      usleep(100_000)
+    }
+  }
+
+  /// `appbox protect PATH --class NAME`: sets a file's or directory's class on the mount.
+  static func protect(_ arguments: [String]) throws(CLIError) -> ExitCode {
+    let usage = "usage: appbox protect PATH --class CLASS"
+    guard let flag = arguments.firstIndex(of: "--class"), flag + 1 < arguments.count else {
+      throw CLIError(.usage, usage)
+    }
+    let name = arguments[flag + 1]
+    var rest = arguments
+    rest.removeSubrange(flag...(flag + 1))
+    let path = try single(rest, usage: usage)
+    guard let protectionClass = ProtectionClass(parsing: name) else {
+      throw CLIError(.badValue, "unknown class \(name): \(ProtectionClassNames.help)")
+    }
+    do {
+      try Xattr.set(path: path, name: AppBoxAttribute.protection.name, value: Array(protectionClass.name.utf8))
+    } catch {
+      switch error {
+      case .notPermitted:
+        throw CLIError(.noPermission, "\(path): its current class is not accessible in the device's state (unlock first)")
+      case .noEntry: throw CLIError(.noInput, "\(path) does not exist")
+      default: throw CLIError(.failure, "\(path): \(error) (is it inside an AppBox mount?)")
+      }
+    }
+    print("\(path): \(protectionClass.name)")
+    return .success
+  }
+
+  static func single(_ arguments: [String], usage: String) throws(CLIError) -> String {
+    if let option = arguments.first(where: { $0.hasPrefix("-") }) {
+      if option == "--help" || option == "-h" { throw CLIError(.success, usage) }
+      throw CLIError(.usage, "unknown option \(option)\n\(usage)")
+    }
+    guard arguments.count == 1 else { throw CLIError(.usage, usage) }
+    return arguments[0]
+  }
+}
+
+/// `appbox status`'s human-readable form.
+enum StatusText {
+  static func render(_ status: [String: Any], mountpoint: String) -> String {
+    func bytes(_ key: String, in object: [String: Any] = status) -> String {
+      ByteCount((object[key] as? NSNumber)?.int64Value ?? 0).formatted
+    }
+    let usage = status["usage"] as? [String: Any] ?? [:]
+    let purgeable = status["purgeable"] as? [String: Any] ?? [:]
+    let refusals = status["refusals"] as? [String: Any] ?? [:]
+    var lines = [
+      "\(mountpoint): \(status["state"] as? String ?? "?")",
+      "  backing:     \(status["backing"] as? String ?? "?")",
+      "  capacity:    \(bytes("capacity")), used \(bytes("used")), free \(bytes("free"))",
+      "  available:   important \(bytes("availableImportant")), opportunistic \(bytes("availableOpportunistic"))",
+      "  usage:",
+    ]
+    for domain in ["documents", "applicationSupport", "preferences", "library", "caches", "tmp", "root"] {
+      lines.append("    \(domain.padding(toLength: 20, withPad: " ", startingAt: 0)) \(bytes(domain, in: usage))")
+    }
+    lines.append("  purgeable:   caches \(bytes("caches", in: purgeable)), tmp \(bytes("tmp", in: purgeable))")
+    lines.append(
+      "  counters:    \(status["purges"] ?? 0) purges (\(bytes("bytesPurged"))), \(refusals["total"] ?? 0) refusals, \(status["noSpaceRefusals"] ?? 0) ENOSPC"
+    )
+    return lines.joined(separator: "\n")
+  }
+}

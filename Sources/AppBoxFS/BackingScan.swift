@@ -1,0 +1,92 @@
+import Posix
+import SandboxPolicy
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// The mount-time walk of the backing tree: usage per domain as `du` counts it (hard
+/// links once), and the catalog of every file and directory in Caches and tmp. Usage is
+/// therefore exact after any crash: nothing is trusted from an earlier run.
+struct BackingScan {
+  private(set) var ledger: QuotaLedger
+  let catalog = PurgeCatalog()
+  /// Backing inode numbers of multiply-linked files already counted.
+  private var countedLinks = Set<UInt64>()
+
+  /// Walks the tree under `rootFD`.
+  static func run(rootFD: Int32, capacity: Int64) throws(Errno) -> (QuotaLedger, PurgeCatalog) {
+    var scan = BackingScan(ledger: QuotaLedger(capacity: capacity))
+    scan.catalog.beginBulkLoad()
+    try scan.walk(rootFD: rootFD)
+    scan.catalog.endBulkLoad()
+    return (scan.ledger, scan.catalog)
+  }
+
+  private init(ledger: QuotaLedger) { self.ledger = ledger }
+
+  /// A directory still being listed.
+  private struct Level {
+    let stream: DirectoryStream
+    let domain: StorageDomain
+    let layout: SandboxLayout.Parent
+    /// Where its entries sit in the catalog (nil outside Caches and tmp).
+    let catalogParent: PurgeCatalog.Parent?
+  }
+
+  private mutating func walk(rootFD: Int32) throws(Errno) {
+    let rootStat = try Sys.fstat(rootFD)
+    ledger.charge(domain: .root, delta: Int64(rootStat.st_blocks) * 512)
+    let urgencyName = Array(AppBoxAttribute.purgeUrgency.name.utf8CString)
+    var stack = [
+      Level(
+        stream: try DirectoryStream(fd: try Sys.reopen(rootFD, flags: O_RDONLY | O_DIRECTORY | O_CLOEXEC)),
+        domain: .root, layout: .root, catalogParent: nil)
+    ]
+    while let level = stack.last {
+      guard let item = try level.stream.next() else {
+        stack.removeLast()
+        continue
+      }
+      if isDotOrDotDot(item.name) { continue }
+      let st: stat
+      do throws(Errno) {
+        st = try Sys.fstatat(level.stream.fd, item.name, AT_SYMLINK_NOFOLLOW)
+      } catch where error == .noEntry {
+        continue
+      }
+      let type = st.st_mode & S_IFMT
+      let fixed = type == S_IFDIR ? SandboxLayout.fixedDirectory(named: CName(item.name), in: level.layout) : nil
+      let domain = fixed?.domain ?? level.domain
+      let bytes = Int64(st.st_blocks) * 512
+      if type != S_IFDIR && st.st_nlink > 1 {
+        guard countedLinks.insert(UInt64(st.st_ino)).inserted else { continue }
+      }
+      ledger.charge(domain: domain, delta: bytes)
+      if type == S_IFDIR {
+        var catalogParent: PurgeCatalog.Parent? = nil
+        if domain.isPurgeable {
+          if fixed != nil {
+            catalogParent = .root(domain)
+          } else if let parent = level.catalogParent {
+            catalog.registerDirectory(ino: UInt64(st.st_ino), parent: parent, name: CName(item.name).bytes)
+            catalogParent = .directory(UInt64(st.st_ino))
+          }
+        }
+        let fd = try Sys.openat(level.stream.fd, item.name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+        stack.append(
+          Level(
+            stream: try DirectoryStream(fd: fd), domain: domain,
+            layout: fixed == .library ? .library : .other, catalogParent: catalogParent))
+      } else if type == S_IFREG, let parent = level.catalogParent {
+        let urgency = urgencyName.withUnsafeBufferPointer { name in
+          Xattr.value(in: level.stream.fd, entry: item.name, name.baseAddress!)
+        }.flatMap { try? PurgeUrgency.parse(attributeValue: $0) } ?? PurgeUrgency.none
+        let lastUse = max(st.st_atim.tv_sec, st.st_mtim.tv_sec)
+        catalog.addFile(
+          ino: UInt64(st.st_ino), parent: parent, name: CName(item.name).bytes, bytes: bytes, urgency: urgency,
+          lastUse: UInt32(clamping: lastUse))
+      }
+    }
+  }
+}

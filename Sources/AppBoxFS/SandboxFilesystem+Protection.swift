@@ -1,0 +1,110 @@
+import Dispatch
+import FuseBridge
+import Posix
+import SandboxPolicy
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+// MARK: - Data Protection: classes, checks, refusals, lock transitions
+
+extension SandboxFilesystem {
+  /// An inode's class: its backing attribute, loaded once, else the container default.
+  func protectionClass(of inode: Inode) -> ProtectionClass {
+    if let known = inode.cachedProtection { return known }
+    let stored = try? Xattr.value(inode.fd, name: AppBoxAttribute.protection.name)
+    let value = stored.flatMap { ProtectionClass(parsing: $0) } ?? options.defaultProtection
+    inode.cachedProtection = value
+    return value
+  }
+
+  /// Refuses (EPERM, counted and logged) `operation` on a class the lock state forbids.
+  @inline(__always)
+  func check(
+    _ operation: ProtectedOperation, _ protectionClass: ProtectionClass, path: @autoclosure () -> [UInt8]
+  ) throws(Errno) {
+    let snapshot = protection.snapshot
+    if AccessRule.decide(protectionClass, operation, in: snapshot) { return }
+    let event = ProtectionEvent(
+      time: Clock.unix(), pathBytes: path(), protectionClass: protectionClass, operation: operation,
+      state: snapshot.state)
+    protection.recordRefusal(event)
+    events.record(event.jsonLine)
+    throw .notPermitted
+  }
+
+  /// Checks `operation` on an existing inode.
+  @inline(__always)
+  func check(_ operation: ProtectedOperation, _ inode: Inode) throws(Errno) {
+    try check(operation, protectionClass(of: inode), path: mountPath(of: inode))
+  }
+
+  /// Stores the class of a new item and caches it.
+  func assignProtection(_ protectionClass: ProtectionClass, to inode: Inode, fd: Int32) throws(Errno) {
+    try Xattr.set(fd, name: AppBoxAttribute.protection.name, value: Array(protectionClass.name.utf8))
+    inode.cachedProtection = protectionClass
+  }
+
+  /// The path of an inode below the mount root, for events (`/`-joined bytes).
+  func mountPath(of inode: Inode) -> [UInt8] {
+    guard let full = try? Sys.path(of: inode.fd), full.starts(with: backingPath) else { return [] }
+    return Array(full.dropFirst(backingPath.count).drop { $0 == UInt8(ascii: "/") })
+  }
+
+  /// The path of `name` in `directory`, for events.
+  func mountPath(of name: UnsafePointer<CChar>, in directory: Inode) -> [UInt8] {
+    let parent = mountPath(of: directory)
+    return parent.isEmpty ? CName(name).bytes : parent + [UInt8(ascii: "/")] + CName(name).bytes
+  }
+
+  // MARK: Lock state changes
+
+  /// Locks the simulated device.
+  /// - Returns: the state now.
+  public func lock() -> DeviceState {
+    let (change, old, new) = protection.lock()
+    apply(change, from: old, to: new)
+    return new.state
+  }
+
+  /// Unlocks the simulated device.
+  /// - Returns: the state now.
+  public func unlock() -> DeviceState {
+    let (change, old, new) = protection.unlock()
+    apply(change, from: old, to: new)
+    return new.state
+  }
+
+  /// The simulated device's state.
+  public var deviceState: DeviceState { protection.snapshot.state }
+
+  /// Records a change and, for classes that just became inaccessible, drops what the
+  /// kernel caches of their files (pages, mmaps), so nothing is served from memory.
+  /// Runs on a control or maintenance thread, never on a request thread.
+  func apply(_ change: DeviceStateChange?, from old: LockSnapshot, to new: LockSnapshot) {
+    if let change {
+      events.record(DeviceStateEvent(time: Clock.unix(), change: change).jsonLine)
+    }
+    let closed = LockSnapshot.classesBecomingInaccessible(from: old, to: new)
+    if !closed.isEmpty, let notifier = notifier.withLock({ $0 }) {
+      for inode in inodes.snapshot() where inode.isRegularFile {
+        if let known = inode.cachedProtection, closed.contains(known) {
+          notifier.invalidateInode(inodes.node(inode))
+        }
+      }
+    }
+    scheduleLockTransition()
+  }
+
+  /// Arms a timer for the next time-driven change (end of grace, CX timeout).
+  func scheduleLockTransition() {
+    guard let seconds = protection.secondsUntilNextTransition else { return }
+    let delay = DispatchTimeInterval.nanoseconds(Int(min(seconds, 1e9) * 1e9) + 1_000_000)
+    maintenance.asyncAfter(deadline: .now() + delay) { [weak self] in
+      guard let self else { return }
+      let (change, old, new) = self.protection.refresh()
+      if change != nil || old != new { self.apply(change, from: old, to: new) }
+    }
+  }
+}

@@ -1,0 +1,45 @@
+import Posix
+import SandboxPolicy
+
+// MARK: - Status for `appbox status`
+
+extension SandboxFilesystem {
+  /// Everything `appbox status` shows, as one JSON object.
+  public func statusJSON() -> String {
+    let snapshot = protection.snapshot
+    let refusals = protection.counters.withLock { $0.jsonObject }
+    return storage.books.withLock { books in
+      let ledger = books.ledger
+      let catalog = books.catalog
+      let usage = StorageDomain.allCases.map { JSONText.quoted($0.machineName) + ":" + String(ledger.usage($0)) }
+      let purgeable = StorageDomain.purgeOrder.map {
+        JSONText.quoted($0.machineName) + ":" + String(catalog.purgeableBytes(domain: $0))
+      }
+      let fields: [(String, String)] = [
+        ("state", JSONText.quoted(snapshot.state.name)),
+        ("cxExpired", snapshot.cxExpired ? "true" : "false"),
+        ("backing", JSONText.quoted(bytes: backingPath)),
+        ("defaultProtection", JSONText.quoted(options.defaultProtection.name)),
+        ("gracePeriod", JSONText.number(options.gracePeriod)),
+        ("cxTimeout", JSONText.number(options.inactivityTimeout)),
+        ("capacity", String(ledger.capacity)),
+        ("used", String(ledger.used)),
+        ("free", String(ledger.free)),
+        ("usage", "{" + usage.joined(separator: ",") + "}"),
+        ("purgeable", "{" + purgeable.joined(separator: ",") + "}"),
+        ("purgeableFiles", String(catalog.count)),
+        ("availableImportant", String(ledger.importantAvailableCapacity(purgeable: catalog.totalPurgeableBytes))),
+        (
+          "availableOpportunistic",
+          String(ledger.opportunisticAvailableCapacity(purgeableTmp: catalog.purgeableBytes(domain: .tmp)))
+        ),
+        ("purges", String(books.purges)),
+        ("bytesPurged", String(books.bytesPurged)),
+        ("noSpaceRefusals", String(books.noSpaceRefusals)),
+        ("refusals", refusals),
+        ("nodes", String(inodes.count)),
+      ]
+      return "{" + fields.map { JSONText.quoted($0.0) + ":" + $0.1 }.joined(separator: ",") + "}"
+    }
+  }
+}

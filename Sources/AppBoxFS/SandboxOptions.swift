@@ -1,0 +1,24 @@
+import SandboxPolicy
+
+/// How a sandbox behaves: its policies' settings, chosen at mount.
+public struct SandboxOptions: Sendable {
+  /// Capacity in bytes (`--capacity`).
+  public var capacity: Int64 = 4 << 30
+  /// Class of new items whose directory has none (`--default-protection`).
+  public var defaultProtection: ProtectionClass = .containerDefault
+  /// Start UNLOCKED instead of BFU (`--unlocked`).
+  public var startUnlocked = false
+  /// Seconds of GRACE after a lock (`--grace`).
+  public var gracePeriod: Double = LockStateMachine.defaultGracePeriod
+  /// Seconds locked before class CX becomes inaccessible (`--cx-timeout`).
+  public var inactivityTimeout: Double = LockStateMachine.defaultInactivityTimeout
+  /// Background purge above/below these fractions of the capacity (`--purge-at`, `--purge-to`).
+  public var waterMarks: WaterMarks?
+  /// tmp entries unused for longer than this many seconds are purged (`--tmp-max-age`).
+  public var tmpMaxAge: Double?
+  /// Where events are appended as JSON Lines (nil: not recorded).
+  public var eventsPath: String?
+
+  /// The defaults: 4 GiB, class C, BFU at mount, 10 s grace, 60 s CX timeout.
+  public init() {}
+}

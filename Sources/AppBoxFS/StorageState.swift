@@ -1,0 +1,105 @@
+import Posix
+import SandboxPolicy
+import Synchronization
+
+/// The quota books: usage per domain, the catalog of purgeable files, and counters, under
+/// one lock so that they never disagree.
+///
+/// Ownership rule: a regular file in Caches or tmp is charged to the ledger while the
+/// catalog tracks it; whoever removes it from the catalog (an unlink, or a purge that
+/// chose it) uncharges it. So a purge racing an unlink never uncharges twice.
+final class StorageState: Sendable {
+  struct Books: ~Copyable {
+    var ledger: QuotaLedger
+    let catalog: PurgeCatalog
+    var purges = 0
+    var bytesPurged: Int64 = 0
+    var noSpaceRefusals = 0
+  }
+
+  /// A purge decided under the lock and carried out after it: unlink each victim.
+  struct PurgePlan {
+    var victims: [PurgeCatalog.Victim] = []
+    /// Each victim's directory path below the mount root, for events and the unlink.
+    var directories: [[[UInt8]]] = []
+    var reason: PurgeEvent.Reason
+  }
+
+  /// Lock order: a leaf lock; held only for bookkeeping, never across a syscall.
+  let books: Mutex<Books>
+  let waterMarks: WaterMarks?
+  /// The backing inode of the purgeable file used last (to skip repeated touches).
+  let lastTouched = Atomic<UInt64>(0)
+
+  init(ledger: QuotaLedger, catalog: sending PurgeCatalog, waterMarks: WaterMarks?) {
+    books = Mutex(Books(ledger: ledger, catalog: catalog))
+    self.waterMarks = waterMarks
+  }
+
+  /// Takes `need` bytes for a write or create, choosing purge victims (tmp first, then
+  /// Caches) when they are not free.
+  /// - Returns: the bytes granted (≤ need; 0 means none fit) and what to purge.
+  func reserve(_ need: Int64, domain: StorageDomain) -> (granted: Int64, plan: PurgePlan?) {
+    books.withLock { books in
+      var plan: PurgePlan?
+      let shortfall = need - books.ledger.free
+      if shortfall > 0 {
+        let victims = books.catalog.chooseVictims(toFree: shortfall)
+        if !victims.isEmpty {
+          plan = Self.take(victims, reason: .pressure, books: &books)
+        }
+      }
+      let granted = min(need, books.ledger.free)
+      books.ledger.charge(domain: domain, delta: granted)
+      return (granted, plan)
+    }
+  }
+
+  /// Removes victims from the catalog and the ledger, recording their paths first.
+  static func take(_ victims: [PurgeCatalog.Victim], reason: PurgeEvent.Reason, books: inout Books) -> PurgePlan {
+    var plan = PurgePlan(reason: reason)
+    plan.victims.reserveCapacity(victims.count)
+    plan.directories.reserveCapacity(victims.count)
+    for victim in victims {
+      let directory: [[UInt8]]
+      switch victim.parent {
+      case .root(let domain): directory = domain.rootComponents
+      case .directory(let ino): directory = books.catalog.path(ofDirectory: ino) ?? []
+      }
+      guard books.catalog.removeFile(ino: victim.ino) else { continue }
+      books.ledger.charge(domain: victim.domain, delta: -victim.bytes)
+      books.purges += 1
+      books.bytesPurged += victim.bytes
+      plan.victims.append(victim)
+      plan.directories.append(directory)
+    }
+    return plan
+  }
+
+  /// Plans an explicit or background purge.
+  func plan(reason: PurgeEvent.Reason, _ choose: (PurgeCatalog, QuotaLedger) -> [PurgeCatalog.Victim]) -> PurgePlan {
+    books.withLock { books in
+      let victims = choose(books.catalog, books.ledger)
+      return Self.take(victims, reason: reason, books: &books)
+    }
+  }
+
+  /// Records an allocation change of `domain` (and of the file's catalog entry).
+  func charge(_ delta: Int64, domain: StorageDomain, trackedFile ino: UInt64? = nil, newBytes: Int64 = 0) {
+    books.withLock { books in
+      books.ledger.charge(domain: domain, delta: delta)
+      if let ino { books.catalog.setBytes(ino: ino, newBytes) }
+    }
+  }
+
+  /// Bytes above the high water mark's target, if the background purger should run.
+  var backgroundPurgeNeed: Int64 {
+    guard let waterMarks else { return 0 }
+    return books.withLock { waterMarks.needsBackgroundPurge($0.ledger) }
+  }
+
+  /// Counts an ENOSPC refusal.
+  func countNoSpace() {
+    books.withLock { $0.noSpaceRefusals += 1 }
+  }
+}
