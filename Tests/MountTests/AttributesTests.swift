@@ -10,7 +10,7 @@ import Testing
 struct AttributesTests {
   @Test("stat of a new file, fstat and the backing file agree")
   func statNewFile() throws {
-    let fixture = try MountFixture()
+    let fixture = try MountFixture.unlocked()
     let path = fixture.path("Documents/new")
     try writeFile(path, bytes("12345"), mode: 0o640)
     let st = try statPath(path)
@@ -37,7 +37,7 @@ struct AttributesTests {
 
   @Test("stat errors: ENOENT for a missing name, ENOTDIR through a file")
   func statErrors() throws {
-    let fixture = try MountFixture()
+    let fixture = try MountFixture.unlocked()
     var st = stat()
     #expect(errnoOf(stat(fixture.path("Documents/missing"), &st)) == ENOENT)
     #expect(errnoOf(lstat(fixture.path("Documents/missing/deeper"), &st)) == ENOENT)
@@ -49,7 +49,7 @@ struct AttributesTests {
 
   @Test("chmod and fchmod change the mode on the mount and in the backing file", arguments: [0o600, 0o755, 0o4755, 0o1777, 0o000])
   func chmodModes(mode: Int) throws {
-    let fixture = try MountFixture()
+    let fixture = try MountFixture.unlocked()
     let path = fixture.path("Documents/m")
     try writeFile(path, [])
     let ctimeBefore = try statPath(path).st_ctim
@@ -67,7 +67,7 @@ struct AttributesTests {
 
   @Test("chmod of a directory")
   func chmodDirectory() throws {
-    let fixture = try MountFixture()
+    let fixture = try MountFixture.unlocked()
     let path = fixture.path("Documents/d")
     #expect(mkdir(path, 0o755) == 0)
     #expect(chmod(path, 0o2711) == 0)
@@ -79,7 +79,7 @@ struct AttributesTests {
 
   @Test("chown as root to another uid/gid, by path, by fd and of a symlink itself (lchown)")
   func chownAsRoot() throws {
-    let fixture = try MountFixture()
+    let fixture = try MountFixture.unlocked()
     let path = fixture.path("Documents/owned")
     try writeFile(path, bytes("x"))
     #expect(chown(path, 1234, 5678) == 0)
@@ -112,7 +112,7 @@ struct AttributesTests {
 
   @Test("chown clears set-user-ID on a regular file")
   func chownClearsSetuid() throws {
-    let fixture = try MountFixture()
+    let fixture = try MountFixture.unlocked()
     let path = fixture.path("Documents/suid")
     try writeFile(path, [])
     #expect(chmod(path, 0o4755) == 0)
@@ -123,7 +123,7 @@ struct AttributesTests {
 
   @Test("truncate by path grows with zeros and shrinks")
   func truncateByPath() throws {
-    let fixture = try MountFixture()
+    let fixture = try MountFixture.unlocked()
     let path = fixture.path("Documents/t")
     try writeFile(path, bytes("abcdef"))
     #expect(truncate(path, 10) == 0)
@@ -142,7 +142,7 @@ struct AttributesTests {
 
   @Test("ftruncate by fd grows and shrinks an open file, reads see the new size")
   func truncateByFD() throws {
-    let fixture = try MountFixture()
+    let fixture = try MountFixture.unlocked()
     let path = fixture.path("Library/Caches/t")
     let fd = try openFile(path, O_RDWR | O_CREAT, 0o644)
     try writeAll(fd, pattern(10000, seed: 9))
@@ -162,7 +162,7 @@ struct AttributesTests {
 
   @Test("utimensat with explicit times sets atime and mtime to the nanosecond")
   func utimensExplicit() throws {
-    let fixture = try MountFixture()
+    let fixture = try MountFixture.unlocked()
     let path = fixture.path("Documents/times")
     try writeFile(path, bytes("x"))
     var times = [timespec(tv_sec: 1_000_000_000, tv_nsec: 123_456_789), timespec(tv_sec: 1_500_000_000, tv_nsec: 987_654_321)]
@@ -181,7 +181,7 @@ struct AttributesTests {
 
   @Test("UTIME_NOW sets the current time, UTIME_OMIT leaves a time unchanged")
   func utimensNowAndOmit() throws {
-    let fixture = try MountFixture()
+    let fixture = try MountFixture.unlocked()
     let path = fixture.path("Documents/times")
     try writeFile(path, bytes("x"))
     var old = [timespec(tv_sec: 1_000_000_000, tv_nsec: 5), timespec(tv_sec: 1_100_000_000, tv_nsec: 7)]
@@ -216,7 +216,7 @@ struct AttributesTests {
 
   @Test("utimensat(NULL) sets both times to now; AT_SYMLINK_NOFOLLOW changes the link, not its target")
   func utimensNullAndSymlink() throws {
-    let fixture = try MountFixture()
+    let fixture = try MountFixture.unlocked()
     let path = fixture.path("Documents/f")
     try writeFile(path, [])
     var old = [timespec(tv_sec: 1000, tv_nsec: 0), timespec(tv_sec: 2000, tv_nsec: 0)]
@@ -238,7 +238,7 @@ struct AttributesTests {
 
   @Test("a write moves mtime and ctime forward")
   func writeUpdatesMtime() throws {
-    let fixture = try MountFixture()
+    let fixture = try MountFixture.unlocked()
     let path = fixture.path("Documents/w")
     try writeFile(path, bytes("a"))
     var old = [timespec(tv_sec: 1000, tv_nsec: 0), timespec(tv_sec: 1000, tv_nsec: 0)]
@@ -254,7 +254,7 @@ struct AttributesTests {
 
   @Test("access(): F_OK/R_OK/W_OK, ENOENT for a missing name, X_OK refused without any x bit even for root")
   func accessChecks() throws {
-    let fixture = try MountFixture()
+    let fixture = try MountFixture.unlocked()
     let path = fixture.path("Documents/a")
     try writeFile(path, [], mode: 0o644)
     #expect(access(path, F_OK) == 0)
@@ -269,7 +269,7 @@ struct AttributesTests {
 
   @Test("statvfs: sensible block size, counts and name length")
   func statfs() throws {
-    let fixture = try MountFixture()
+    let fixture = try MountFixture.unlocked()
     var info = statvfs()
     #expect(statvfs(fixture.path("Documents"), &info) == 0)
     #expect(info.f_bsize > 0)
@@ -289,7 +289,7 @@ struct AttributesTests {
 
   @Test("readdirplus: `ls -ln` shows what stat shows for every entry")
   func lsMatchesStat() throws {
-    let fixture = try MountFixture()
+    let fixture = try MountFixture.unlocked()
     let dir = fixture.path("Documents/listing")
     #expect(mkdir(dir, 0o750) == 0)
     for i in 0..<20 {

@@ -56,7 +56,7 @@ struct CLITests {
 
   @Test("mount on an already mounted mountpoint exits 75; the existing mount keeps working")
   func alreadyMounted() throws {
-    let fixture = try MountFixture()
+    let fixture = try MountFixture.unlocked()
     try writeFile(fixture.path("Documents/kept"), bytes("kept"))
     let other = try Scratch()
     let result = try Self.appbox("mount", "--backing", other.backing, fixture.mountpoint)
@@ -145,7 +145,7 @@ struct CLITests {
 
   @Test("unmount while a file is open in the mount exits 75 (busy), suggests --lazy, and keeps the mount")
   func unmountBusy() throws {
-    let fixture = try MountFixture()
+    let fixture = try MountFixture.unlocked()
     let fd = try openFile(fixture.path("Documents/open"), O_RDWR | O_CREAT, 0o644)
     let result = try Self.appbox("unmount", fixture.mountpoint)
     #expect(result.status == 75, "\(result.error)")
@@ -159,11 +159,11 @@ struct CLITests {
 
   @Test("a remount of the same backing dir shows the data written before")
   func remountKeepsData() throws {
-    let fixture = try MountFixture()
+    let fixture = try MountFixture.unlocked()
     try writeFile(fixture.path("Documents/persist"), bytes("persisted"))
     #expect(setXattr(fixture.path("Documents/persist"), "com.apple.MobileBackup", [1]) == 0)
     try fixture.unmount()
-    let result = try Self.appbox("mount", "--backing", fixture.backing, fixture.mountpoint)
+    let result = try Self.appbox("mount", "--unlocked", "--backing", fixture.backing, fixture.mountpoint)
     #expect(result.status == 0, "\(result.error)")
     defer { _ = try? Self.appbox("unmount", fixture.mountpoint) }
     #expect(try readFile(fixture.path("Documents/persist")) == bytes("persisted"))

@@ -10,7 +10,7 @@ import Testing
 struct DirectoryTests {
   @Test("readdir lists each entry once with its d_type, plus . and ..")
   func readdirTypes() throws {
-    let fixture = try MountFixture()
+    let fixture = try MountFixture.unlocked()
     let dir = fixture.path("Documents/d")
     #expect(mkdir(dir, 0o755) == 0)
     try writeFile(dir + "/file", [])
@@ -38,7 +38,7 @@ struct DirectoryTests {
 
   @Test("opendir errors: ENOENT for a missing directory, ENOTDIR for a file")
   func opendirErrors() throws {
-    let fixture = try MountFixture()
+    let fixture = try MountFixture.unlocked()
     try writeFile(fixture.path("Documents/f"), [])
     #expect(opendir(fixture.path("Documents/missing")) == nil && errno == ENOENT)
     #expect(opendir(fixture.path("Documents/f")) == nil && errno == ENOTDIR)
@@ -47,7 +47,7 @@ struct DirectoryTests {
 
   @Test("10,000 files in one directory: readdir returns every name exactly once")
   func tenThousandFiles() throws {
-    let fixture = try MountFixture()
+    let fixture = try MountFixture.unlocked()
     let dir = fixture.path("Library/Caches/many")
     #expect(mkdir(dir, 0o755) == 0)
     let count = 10_000
@@ -72,7 +72,7 @@ struct DirectoryTests {
 
   @Test("readdir with creates interleaved: every entry that existed at opendir appears exactly once, no duplicates")
   func interleavedCreates() throws {
-    let fixture = try MountFixture()
+    let fixture = try MountFixture.unlocked()
     let dir = fixture.path("Documents/growing")
     #expect(mkdir(dir, 0o755) == 0)
     let initial = Set((0..<2000).map { "old-\($0)" })
@@ -99,7 +99,7 @@ struct DirectoryTests {
 
   @Test("readdir with unlinks interleaved: entries still present at the end appear exactly once")
   func interleavedUnlinks() throws {
-    let fixture = try MountFixture()
+    let fixture = try MountFixture.unlocked()
     let dir = fixture.path("tmp/shrinking")
     #expect(mkdir(dir, 0o755) == 0)
     let all = (0..<1000).map { "f-\($0)" }
@@ -130,7 +130,7 @@ struct DirectoryTests {
 
   @Test("rewinddir and seekdir/telldir replay the same entries")
   func rewindAndSeek() throws {
-    let fixture = try MountFixture()
+    let fixture = try MountFixture.unlocked()
     let dir = fixture.path("Documents/d")
     #expect(mkdir(dir, 0o755) == 0)
     for i in 0..<300 { try writeFile(dir + "/n\(i)", []) }
@@ -149,7 +149,7 @@ struct DirectoryTests {
 
   @Test("fsyncdir: fsync and fdatasync on a directory descriptor succeed")
   func fsyncdir() throws {
-    let fixture = try MountFixture()
+    let fixture = try MountFixture.unlocked()
     try writeFile(fixture.path("Documents/f"), bytes("x"))
     let fd = try openFile(fixture.path("Documents"), O_RDONLY | O_DIRECTORY)
     #expect(errnoOf(fsync(fd)) == 0)
@@ -160,7 +160,7 @@ struct DirectoryTests {
 
   @Test("a 100-level deep tree: create, stat and write the leaf, remove it all")
   func deepTree() throws {
-    let fixture = try MountFixture()
+    let fixture = try MountFixture.unlocked()
     var path = fixture.path("Documents")
     var components: [String] = []
     for level in 0..<100 {
@@ -196,7 +196,7 @@ struct DirectoryTests {
 
   @Test("rm -r of a populated tree through the mount removes it from the backing dir")
   func recursiveRemove() throws {
-    let fixture = try MountFixture()
+    let fixture = try MountFixture.unlocked()
     try Command.shell(
       "cd " + shellQuote(fixture.path("Library/Caches"))
         + " && mkdir -p a/b/c a/d && touch a/1 a/b/2 a/b/c/3 && ln -s ../1 a/d/l && mkfifo a/p")

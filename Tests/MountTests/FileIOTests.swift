@@ -10,7 +10,7 @@ import Testing
 struct FileIOTests {
   @Test("O_CREAT|O_EXCL creates once, then fails with EEXIST")
   func createExclusive() throws {
-    let fixture = try MountFixture()
+    let fixture = try MountFixture.unlocked()
     let path = fixture.path("Documents/excl")
     let fd = try openFile(path, O_WRONLY | O_CREAT | O_EXCL, 0o640)
     close(fd)
@@ -25,7 +25,7 @@ struct FileIOTests {
 
   @Test("open without O_CREAT: ENOENT, O_DIRECTORY on a file: ENOTDIR, a file as a directory: ENOTDIR")
   func openErrors() throws {
-    let fixture = try MountFixture()
+    let fixture = try MountFixture.unlocked()
     #expect(errnoOf(open(fixture.path("Documents/missing"), O_RDONLY)) == ENOENT)
     try writeFile(fixture.path("Documents/f"), bytes("x"))
     #expect(errnoOf(open(fixture.path("Documents/f"), O_RDONLY | O_DIRECTORY)) == ENOTDIR)
@@ -38,7 +38,7 @@ struct FileIOTests {
 
   @Test("O_TRUNC empties an existing file")
   func truncateOnOpen() throws {
-    let fixture = try MountFixture()
+    let fixture = try MountFixture.unlocked()
     let path = fixture.path("Documents/t")
     try writeFile(path, bytes("0123456789"))
     let fd = try openFile(path, O_RDWR | O_TRUNC)
@@ -52,7 +52,7 @@ struct FileIOTests {
 
   @Test("two O_APPEND writers interleave without overwriting each other")
   func twoAppenders() throws {
-    let fixture = try MountFixture()
+    let fixture = try MountFixture.unlocked()
     let path = fixture.path("Library/Caches/log")
     try writeFile(path, bytes("head\n"))
     let a = try openFile(path, O_WRONLY | O_APPEND)
@@ -74,7 +74,7 @@ struct FileIOTests {
 
   @Test("pwrite/pread at offsets, a write past EOF leaves zeros, reads at EOF return 0")
   func offsets() throws {
-    let fixture = try MountFixture()
+    let fixture = try MountFixture.unlocked()
     let path = fixture.path("Documents/offsets")
     let fd = try openFile(path, O_RDWR | O_CREAT, 0o644)
     try writeAll(fd, bytes("hello"), at: 0)
@@ -100,7 +100,7 @@ struct FileIOTests {
 
   @Test("wrong-mode descriptors: write on O_RDONLY and read on O_WRONLY give EBADF, read on a directory EISDIR")
   func badDescriptors() throws {
-    let fixture = try MountFixture()
+    let fixture = try MountFixture.unlocked()
     let path = fixture.path("Documents/f")
     try writeFile(path, bytes("data"))
     let ro = try openFile(path, O_RDONLY)
@@ -119,7 +119,7 @@ struct FileIOTests {
 
   @Test("close flushes: data is in the backing file once close returns, also with a dup'd descriptor")
   func flushOnClose() throws {
-    let fixture = try MountFixture()
+    let fixture = try MountFixture.unlocked()
     let path = fixture.path("Documents/flushed")
     let fd = try openFile(path, O_WRONLY | O_CREAT, 0o644)
     let copy = try check(dup(fd), "dup")
@@ -133,7 +133,7 @@ struct FileIOTests {
 
   @Test("fsync and fdatasync succeed and the data is in the backing file")
   func fsyncAndFdatasync() throws {
-    let fixture = try MountFixture()
+    let fixture = try MountFixture.unlocked()
     let path = fixture.path("Library/Application Support/db")
     let fd = try openFile(path, O_RDWR | O_CREAT, 0o600)
     try writeAll(fd, pattern(8192, seed: 1))
@@ -148,7 +148,7 @@ struct FileIOTests {
 
   @Test("an unlinked file stays readable and writable through an open descriptor")
   func openUnlinked() throws {
-    let fixture = try MountFixture()
+    let fixture = try MountFixture.unlocked()
     let path = fixture.path("tmp/scratch")
     let fd = try openFile(path, O_RDWR | O_CREAT, 0o600)
     try writeAll(fd, bytes("before"))
@@ -164,7 +164,7 @@ struct FileIOTests {
 
   @Test("O_DIRECT with an aligned buffer writes and reads back")
   func directIO() throws {
-    let fixture = try MountFixture()
+    let fixture = try MountFixture.unlocked()
     let path = fixture.path("Documents/direct")
     let size = 64 * 1024
     var raw: UnsafeMutableRawPointer?
@@ -188,7 +188,7 @@ struct FileIOTests {
 
   @Test("fallocate: mode 0 grows the size, KEEP_SIZE allocates without growing")
   func fallocateGrow() throws {
-    let fixture = try MountFixture()
+    let fixture = try MountFixture.unlocked()
     let path = fixture.path("Documents/alloc")
     let fd = try openFile(path, O_RDWR | O_CREAT, 0o644)
     #expect(errnoOf(Libc.fallocate(fd, 0, 0, 1 << 20)) == 0)
@@ -207,7 +207,7 @@ struct FileIOTests {
 
   @Test("fallocate PUNCH_HOLE: the range reads as zeros and st_blocks shrinks")
   func punchHole() throws {
-    let fixture = try MountFixture()
+    let fixture = try MountFixture.unlocked()
     let path = fixture.path("Documents/punched")
     let size = 4 << 20
     let data = [UInt8](repeating: 0xAB, count: size)
@@ -231,7 +231,7 @@ struct FileIOTests {
 
   @Test("lseek SEEK_HOLE/SEEK_DATA find the hole and the data of a sparse file")
   func seekHoleData() throws {
-    let fixture = try MountFixture()
+    let fixture = try MountFixture.unlocked()
     let path = fixture.path("Library/Caches/sparse")
     let fd = try openFile(path, O_RDWR | O_CREAT, 0o644)
     let tenMiB = off_t(10 << 20)
@@ -252,7 +252,7 @@ struct FileIOTests {
 
   @Test("copy_file_range copies between files of the mount, with offsets")
   func copyFileRange() throws {
-    let fixture = try MountFixture()
+    let fixture = try MountFixture.unlocked()
     let source = pattern(300_000, seed: 3)
     try writeFile(fixture.path("Documents/src"), source)
     let input = try openFile(fixture.path("Documents/src"), O_RDONLY)
@@ -281,7 +281,7 @@ struct FileIOTests {
 
   @Test("copy_file_range through Python's os.copy_file_range copies a whole file")
   func copyFileRangePython() throws {
-    let fixture = try MountFixture()
+    let fixture = try MountFixture.unlocked()
     let source = pattern(100_000, seed: 4)
     try writeFile(fixture.path("Documents/a"), source)
     let script = """
@@ -299,6 +299,43 @@ struct FileIOTests {
     #expect(result.status == 0, "\(result.error)")
     #expect(result.output.trimmingCharacters(in: .whitespacesAndNewlines) == "100000")
     #expect(try readFile(fixture.path("Documents/b")) == source)
+    try fixture.unmount()
+  }
+
+  @Test("a shared writable mmap: stores reach the backing file after msync and munmap")
+  func sharedMmap() throws {
+    let fixture = try MountFixture.unlocked()
+    let path = fixture.path("Documents/mapped")
+    let fd = try openFile(path, O_RDWR | O_CREAT, 0o644)
+    #expect(ftruncate(fd, 8192) == 0)
+    let mapping = mmap(nil, 8192, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)
+    try #require(mapping != MAP_FAILED)
+    let base = mapping!.assumingMemoryBound(to: UInt8.self)
+    for i in 0..<8192 { base[i] = UInt8(truncatingIfNeeded: i * 7) }
+    #expect(msync(mapping, 8192, MS_SYNC) == 0)
+    #expect(munmap(mapping, 8192) == 0)
+    close(fd)
+    let expected = (0..<8192).map { UInt8(truncatingIfNeeded: $0 * 7) }
+    #expect(try readFile(path) == expected)
+    #expect(try readFile(fixture.backingPath("Documents/mapped")) == expected)
+    try fixture.unmount()
+  }
+
+  @Test("files already in the backing dir: O_CREAT opens them without truncating, O_CREAT|O_EXCL gives EEXIST")
+  func preexistingBackingFiles() throws {
+    let fixture = try MountFixture.unlocked(prepare: { backing in
+      try FileManager.default.createDirectory(atPath: backing + "/Documents", withIntermediateDirectories: true)
+      try writeFile(backing + "/Documents/old", bytes("old data"))
+      try writeFile(backing + "/Documents/old2", bytes("old2"))
+    })
+    // The kernel has not looked these names up yet, so it sends CREATE.
+    let fd = try openFile(fixture.path("Documents/old"), O_WRONLY | O_CREAT, 0o600)
+    try writeAll(fd, bytes("NEW"))
+    close(fd)
+    #expect(try readFile(fixture.path("Documents/old")) == bytes("NEW data"))
+    #expect(try statPath(fixture.path("Documents/old")).st_mode & 0o777 == 0o644)
+    #expect(errnoOf(open(fixture.path("Documents/old2"), O_WRONLY | O_CREAT | O_EXCL, 0o600)) == EEXIST)
+    #expect(try readFile(fixture.path("Documents/old2")) == bytes("old2"))
     try fixture.unmount()
   }
 }

@@ -13,7 +13,7 @@ struct LayoutTests {
 
   @Test("the root holds exactly Documents, Library and tmp; Library its three directories")
   func rootListing() throws {
-    let fixture = try MountFixture()
+    let fixture = try MountFixture.unlocked()
     #expect(try directoryNames(fixture.mountpoint) == ["Documents", "Library", "tmp"])
     #expect(try directoryNames(fixture.path("Library")) == ["Application Support", "Caches", "Preferences"])
     for directory in Self.fixed {
@@ -25,7 +25,7 @@ struct LayoutTests {
 
   @Test("rmdir of a fixed directory gives EPERM, even when empty", arguments: fixed)
   func rmdirFixed(directory: String) throws {
-    let fixture = try MountFixture()
+    let fixture = try MountFixture.unlocked()
     #expect(errnoOf(rmdir(fixture.path(directory))) == EPERM)
     #expect(fileType(try statPath(fixture.path(directory))) == S_IFDIR)
     #expect(fileType(try statPath(fixture.backingPath(directory))) == S_IFDIR)
@@ -34,7 +34,7 @@ struct LayoutTests {
 
   @Test("rename of a fixed directory gives EPERM, to the root or below another directory", arguments: fixed)
   func renameFixed(directory: String) throws {
-    let fixture = try MountFixture()
+    let fixture = try MountFixture.unlocked()
     #expect(errnoOf(rename(fixture.path(directory), fixture.path("Renamed"))) == EPERM)
     #expect(mkdir(fixture.path("Documents/holder"), 0o755) == 0)
     if directory != "Documents" {
@@ -48,7 +48,7 @@ struct LayoutTests {
 
   @Test("a fixed directory cannot be replaced by rename, RENAME_EXCHANGE or RENAME_NOREPLACE", arguments: fixed)
   func replaceFixed(directory: String) throws {
-    let fixture = try MountFixture()
+    let fixture = try MountFixture.unlocked()
     // Not below `directory` (the kernel refuses exchanging a directory with its descendant).
     let source = fixture.path(directory == "Documents" ? "tmp/empty" : "Documents/empty")
     #expect(mkdir(source, 0o755) == 0)
@@ -68,7 +68,7 @@ struct LayoutTests {
 
   @Test("nothing new at the root: create, mkdir, symlink, mknod, link and rename into it give EPERM")
   func noNewRootEntries() throws {
-    let fixture = try MountFixture()
+    let fixture = try MountFixture.unlocked()
     #expect(errnoOf(open(fixture.path("file"), O_WRONLY | O_CREAT, 0o644)) == EPERM)
     #expect(errnoOf(mkdir(fixture.path("dir"), 0o755)) == EPERM)
     #expect(errnoOf(symlink("Documents", fixture.path("link"))) == EPERM)
@@ -90,7 +90,7 @@ struct LayoutTests {
     "a fixed directory's children are the user's: rename, remove, replace",
     arguments: ["Documents", "Library/Application Support", "Library/Preferences", "Library/Caches", "tmp"])
   func childrenAreTheUsers(directory: String) throws {
-    let fixture = try MountFixture()
+    let fixture = try MountFixture.unlocked()
     #expect(mkdir(fixture.path(directory + "/child"), 0o755) == 0)
     try writeFile(fixture.path(directory + "/child/f"), bytes("f"))
     #expect(rename(fixture.path(directory + "/child"), fixture.path(directory + "/renamed")) == 0)
@@ -105,7 +105,7 @@ struct LayoutTests {
 
   @Test("the root and fixed directories survive rm -rf of the mount's contents")
   func rmRfKeepsLayout() throws {
-    let fixture = try MountFixture()
+    let fixture = try MountFixture.unlocked()
     try writeFile(fixture.path("Documents/a"), [])
     try writeFile(fixture.path("Library/Caches/b"), [])
     #expect(mkdir(fixture.path("tmp/c"), 0o755) == 0)

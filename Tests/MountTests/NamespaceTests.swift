@@ -12,7 +12,7 @@ struct NamespaceTests {
 
   @Test("mkdir creates a directory (mode honoured), EEXIST on a second mkdir, ENOENT without a parent")
   func mkdirBasics() throws {
-    let fixture = try MountFixture()
+    let fixture = try MountFixture.unlocked()
     let path = fixture.path("Library/Application Support/dir")
     #expect(mkdir(path, 0o751) == 0)
     let st = try statPath(path)
@@ -32,7 +32,7 @@ struct NamespaceTests {
 
   @Test("unlink removes a file; ENOENT when missing, EISDIR on a directory")
   func unlinkBasics() throws {
-    let fixture = try MountFixture()
+    let fixture = try MountFixture.unlocked()
     let path = fixture.path("Documents/gone")
     try writeFile(path, bytes("x"))
     #expect(unlink(path) == 0)
@@ -47,7 +47,7 @@ struct NamespaceTests {
 
   @Test("rmdir: ENOTEMPTY with an entry, ENOENT when missing, ENOTDIR on a file, succeeds when empty")
   func rmdirErrors() throws {
-    let fixture = try MountFixture()
+    let fixture = try MountFixture.unlocked()
     let dir = fixture.path("Documents/d")
     #expect(mkdir(dir, 0o755) == 0)
     try writeFile(dir + "/inside", [])
@@ -67,7 +67,7 @@ struct NamespaceTests {
 
   @Test("a relative symlink: lstat shows a link, readlink its target, stat and open follow it")
   func relativeSymlink() throws {
-    let fixture = try MountFixture()
+    let fixture = try MountFixture.unlocked()
     try writeFile(fixture.path("Documents/target"), bytes("content"))
     #expect(symlink("target", fixture.path("Documents/link")) == 0)
     let link = try lstatPath(fixture.path("Documents/link"))
@@ -86,7 +86,7 @@ struct NamespaceTests {
 
   @Test("a symlink to /etc/passwd stays a symlink: lstat, readlink, the backing dir holds only the link")
   func absoluteSymlinkDoesNotEscape() throws {
-    let fixture = try MountFixture()
+    let fixture = try MountFixture.unlocked()
     #expect(symlink("/etc/passwd", fixture.path("Documents/passwd")) == 0)
     #expect(fileType(try lstatPath(fixture.path("Documents/passwd"))) == S_IFLNK)
     #expect(try readLink(fixture.path("Documents/passwd")) == "/etc/passwd")
@@ -107,7 +107,7 @@ struct NamespaceTests {
 
   @Test("a dangling symlink: lstat works, stat and open give ENOENT; a long target round-trips")
   func danglingAndLongSymlink() throws {
-    let fixture = try MountFixture()
+    let fixture = try MountFixture.unlocked()
     #expect(symlink("nowhere/at/all", fixture.path("Documents/dangling")) == 0)
     #expect(fileType(try lstatPath(fixture.path("Documents/dangling"))) == S_IFLNK)
     var st = stat()
@@ -124,7 +124,7 @@ struct NamespaceTests {
 
   @Test("rename to a new name keeps the inode and the content")
   func renamePlain() throws {
-    let fixture = try MountFixture()
+    let fixture = try MountFixture.unlocked()
     try writeFile(fixture.path("Documents/a"), bytes("A"))
     let ino = try statPath(fixture.path("Documents/a")).st_ino
     #expect(rename(fixture.path("Documents/a"), fixture.path("Documents/b")) == 0)
@@ -138,7 +138,7 @@ struct NamespaceTests {
 
   @Test("rename over an existing file replaces it")
   func renameOverExisting() throws {
-    let fixture = try MountFixture()
+    let fixture = try MountFixture.unlocked()
     try writeFile(fixture.path("Documents/new"), bytes("new"))
     try writeFile(fixture.path("Documents/old"), bytes("old content"))
     let fd = try openFile(fixture.path("Documents/old"), O_RDONLY)
@@ -154,7 +154,7 @@ struct NamespaceTests {
 
   @Test("rename of directories: into another domain, over an empty dir, ENOTEMPTY, EISDIR, ENOTDIR, EINVAL into itself")
   func renameDirectories() throws {
-    let fixture = try MountFixture()
+    let fixture = try MountFixture.unlocked()
     #expect(mkdir(fixture.path("Documents/src"), 0o755) == 0)
     try writeFile(fixture.path("Documents/src/f"), bytes("f"))
     #expect(rename(fixture.path("Documents/src"), fixture.path("Library/Caches/moved")) == 0)
@@ -174,7 +174,7 @@ struct NamespaceTests {
 
   @Test("RENAME_NOREPLACE: EEXIST over an existing name (both unchanged), succeeds to a new name")
   func renameNoReplace() throws {
-    let fixture = try MountFixture()
+    let fixture = try MountFixture.unlocked()
     try writeFile(fixture.path("Documents/a"), bytes("A"))
     try writeFile(fixture.path("Documents/b"), bytes("B"))
     let result = Libc.renameat2(
@@ -193,7 +193,7 @@ struct NamespaceTests {
 
   @Test("RENAME_EXCHANGE swaps two files (and a file with a directory); ENOENT when one is missing")
   func renameExchange() throws {
-    let fixture = try MountFixture()
+    let fixture = try MountFixture.unlocked()
     try writeFile(fixture.path("Documents/a"), bytes("A"))
     try writeFile(fixture.path("Library/Caches/b"), bytes("BB"))
     let inoA = try statPath(fixture.path("Documents/a")).st_ino
@@ -221,7 +221,7 @@ struct NamespaceTests {
 
   @Test("RENAME_EXCHANGE through Python ctypes (renameat2 from libc)")
   func renameExchangePython() throws {
-    let fixture = try MountFixture()
+    let fixture = try MountFixture.unlocked()
     try writeFile(fixture.path("Documents/x"), bytes("X"))
     try writeFile(fixture.path("Documents/y"), bytes("Y"))
     let script = """
@@ -241,7 +241,7 @@ struct NamespaceTests {
 
   @Test("hard links: nlink counts, same inode, shared content, unlinking one keeps the other")
   func hardLinks() throws {
-    let fixture = try MountFixture()
+    let fixture = try MountFixture.unlocked()
     let a = fixture.path("Documents/a")
     let b = fixture.path("Library/Application Support/b")
     try writeFile(a, bytes("shared"))
@@ -268,7 +268,7 @@ struct NamespaceTests {
 
   @Test("link errors: a directory gives EPERM, a missing source ENOENT")
   func linkErrors() throws {
-    let fixture = try MountFixture()
+    let fixture = try MountFixture.unlocked()
     #expect(mkdir(fixture.path("Documents/d"), 0o755) == 0)
     #expect(errnoOf(link(fixture.path("Documents/d"), fixture.path("Documents/d2"))) == EPERM)
     #expect(errnoOf(link(fixture.path("Documents/none"), fixture.path("Documents/x"))) == ENOENT)
@@ -279,7 +279,7 @@ struct NamespaceTests {
 
   @Test("mkfifo: a FIFO node passes data between a reader and a writer")
   func fifo() throws {
-    let fixture = try MountFixture()
+    let fixture = try MountFixture.unlocked()
     let path = fixture.path("tmp/fifo")
     #expect(mkfifo(path, 0o600) == 0)
     #expect(fileType(try statPath(path)) == S_IFIFO)
@@ -300,7 +300,7 @@ struct NamespaceTests {
 
   @Test("mknod S_IFIFO directly")
   func mknodFifo() throws {
-    let fixture = try MountFixture()
+    let fixture = try MountFixture.unlocked()
     #expect(mknod(fixture.path("Documents/node"), S_IFIFO | 0o640, 0) == 0)
     let st = try lstatPath(fixture.path("Documents/node"))
     #expect(fileType(st) == S_IFIFO)
@@ -310,7 +310,7 @@ struct NamespaceTests {
 
   @Test("bind a unix socket in the mount: the node is a socket, a client can connect and talk")
   func unixSocket() throws {
-    let fixture = try MountFixture()
+    let fixture = try MountFixture.unlocked()
     let path = fixture.path("tmp/sock")
     let server = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
     #expect(server >= 0)
@@ -347,7 +347,7 @@ struct NamespaceTests {
 
   @Test("mknod a character device as root: type and st_rdev on the mount and in the backing dir")
   func charDevice() throws {
-    let fixture = try MountFixture()
+    let fixture = try MountFixture.unlocked()
     let dev = LinuxConstants.makedev(1, 3)
     #expect(mknod(fixture.path("Documents/null"), S_IFCHR | 0o666, dev) == 0)
     let st = try lstatPath(fixture.path("Documents/null"))
@@ -363,7 +363,7 @@ struct NamespaceTests {
 
   @Test("a non-UTF-8 name: created from raw bytes, readdir returns exactly those bytes, so does the backing dir")
   func nonUTF8Name() throws {
-    let fixture = try MountFixture()
+    let fixture = try MountFixture.unlocked()
     let name: [UInt8] = [0x62, 0x61, 0x64, 0xff, 0xfe, 0x2e, 0x74, 0x78, 0x74]  // "bad\xff\xfe.txt"
     let full = Array(fixture.path("Documents/").utf8) + name
     let fd = withRawPath(full) { open($0, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644) }
@@ -388,7 +388,7 @@ struct NamespaceTests {
 
   @Test("names of 255 bytes work, 256 bytes give ENAMETOOLONG")
   func nameLength() throws {
-    let fixture = try MountFixture()
+    let fixture = try MountFixture.unlocked()
     let longest = String(repeating: "n", count: 255)
     try writeFile(fixture.path("Documents/" + longest), bytes("x"))
     #expect(try directoryNames(fixture.path("Documents")) == [longest])
@@ -400,7 +400,7 @@ struct NamespaceTests {
 
   @Test("names with spaces, newlines and Unicode in NFC and NFD are distinct entries")
   func unusualNames() throws {
-    let fixture = try MountFixture()
+    let fixture = try MountFixture.unlocked()
     let names = ["with space", "new\nline", "caf\u{E9}", "cafe\u{301}", "-dash", ".hidden", "\u{1F600}"]
     for (i, name) in names.enumerated() { try writeFile(fixture.path("Documents/" + name), bytes("\(i)")) }
     let listed = try directoryEntries(fixture.path("Documents")).map(\.name)

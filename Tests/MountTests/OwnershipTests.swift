@@ -13,7 +13,7 @@ struct OwnershipTests {
 
   /// A mount other users can reach (the fixture's temp root is 0700 otherwise).
   static func sharedMount() throws -> MountFixture {
-    let fixture = try MountFixture(arguments: ["-o", "allow_other"])
+    let fixture = try MountFixture.unlocked(["-o", "allow_other"])
     try check(chmod(fixture.root, 0o755), "chmod fixture root")
     return fixture
   }
@@ -151,12 +151,18 @@ struct OwnershipTests {
     try fixture.unmount()
   }
 
-  @Test("without allow_other, another user cannot reach the mount at all")
-  func noAllowOther() throws {
-    let fixture = try MountFixture()
+  @Test("a root mount implies allow_other (documented): another user reaches it, and mode bits still apply")
+  func rootMountImpliesAllowOther() throws {
+    let fixture = try MountFixture.unlocked()
     #expect(chmod(fixture.root, 0o755) == 0)
+    let table = try String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8)
+    let line = table.split(separator: "\n").first { $0.contains(" \(fixture.mountpoint) ") }
+    #expect(line?.contains("allow_other") == true, "\(line ?? "no mount line")")
+    #expect(line?.contains("default_permissions") == true)
     try writeFile(fixture.path("Documents/f"), [], mode: 0o644)
-    #expect(try Self.asNobody("os.stat(a)", fixture.path("Documents/f")) == "EACCES")
+    try writeFile(fixture.path("Documents/private"), [], mode: 0o600)
+    #expect(try Self.asNobody("os.stat(a)", fixture.path("Documents/f")) == "ok")
+    #expect(try Self.asNobody("open(a).read()", fixture.path("Documents/private")) == "EACCES")
     try fixture.unmount()
   }
 }

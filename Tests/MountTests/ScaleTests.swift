@@ -23,7 +23,7 @@ struct ScaleTests {
 
   @Test("a 1 GiB file written and read back in 1 MiB chunks, checksummed against the backing file")
   func oneGiB() throws {
-    let fixture = try MountFixture()
+    let fixture = try MountFixture.unlocked()
     let path = fixture.path("Documents/big")
     let chunkSize = 1 << 20
     let chunks = 1024
@@ -62,7 +62,7 @@ struct ScaleTests {
 
   @Test("a file larger than 4 GiB: a write past 4 GiB lands at the right offset")
   func beyondFourGiB() throws {
-    let fixture = try MountFixture()
+    let fixture = try MountFixture.unlocked()
     let path = fixture.path("Library/Caches/huge-sparse")
     let fd = try openFile(path, O_RDWR | O_CREAT, 0o644)
     let offset = off_t(5) << 30 + 123
@@ -76,7 +76,7 @@ struct ScaleTests {
 
   @Test("8 threads write interleaved regions of one file; every region reads back intact")
   func concurrentRegions() throws {
-    let fixture = try MountFixture()
+    let fixture = try MountFixture.unlocked()
     let path = fixture.path("Documents/shared")
     let threads = 8
     let region = 1 << 20
@@ -113,7 +113,7 @@ struct ScaleTests {
 
   @Test("8 threads each write their own file through separate descriptors; contents intact")
   func concurrentFiles() throws {
-    let fixture = try MountFixture()
+    let fixture = try MountFixture.unlocked()
     let threads = 8
     let size = 2 << 20
     let failures = Mutex<[String]>([])
@@ -147,7 +147,7 @@ struct ScaleTests {
 
   @Test("concurrent creates, stats and unlinks in one directory from 4 threads keep the directory consistent")
   func concurrentMetadata() throws {
-    let fixture = try MountFixture()
+    let fixture = try MountFixture.unlocked()
     let dir = fixture.path("tmp/meta")
     #expect(mkdir(dir, 0o755) == 0)
     let failures = Mutex<[String]>([])

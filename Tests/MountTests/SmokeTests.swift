@@ -9,7 +9,7 @@ import Testing
 struct SmokeTests {
   @Test("mount shows the layout, a file round-trips, unmount is clean")
   func layoutAndRoundTrip() throws {
-    let fixture = try MountFixture()
+    let fixture = try MountFixture.unlocked()
     for directory in ["Documents", "Library/Application Support", "Library/Preferences", "Library/Caches", "tmp"] {
       var isDirectory: ObjCBool = false
       #expect(FileManager.default.fileExists(atPath: fixture.path(directory), isDirectory: &isDirectory))

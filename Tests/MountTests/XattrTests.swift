@@ -19,7 +19,7 @@ struct XattrTests {
 
   @Test("a user.* attribute round-trips and is stored unchanged in the backing file")
   func userAttribute() throws {
-    let fixture = try MountFixture()
+    let fixture = try MountFixture.unlocked()
     let path = fixture.path("Documents/f")
     try writeFile(path, [])
     #expect(setXattr(path, "user.color", bytes("blue")) == 0)
@@ -39,7 +39,7 @@ struct XattrTests {
       ("com.apple.metadata:com_apple_backup_excludeItem", XattrTests.backupPlist),
     ])
   func appleNames(name: String, value: [UInt8]) throws {
-    let fixture = try MountFixture()
+    let fixture = try MountFixture.unlocked()
     let path = fixture.path("Documents/excluded")
     try writeFile(path, bytes("x"))
     #expect(setXattr(path, name, value) == 0)
@@ -61,7 +61,7 @@ struct XattrTests {
 
   @Test("user.*, Apple and trusted.* names side by side: listxattr shows exactly the set names")
   func mixedNames() throws {
-    let fixture = try MountFixture()
+    let fixture = try MountFixture.unlocked()
     let path = fixture.path("Library/Preferences/p")
     try writeFile(path, [])
     #expect(setXattr(path, "user.a", [1]) == 0)
@@ -79,7 +79,7 @@ struct XattrTests {
 
   @Test("an attribute set in the backing tree under user.appbox.x.NAME shows on the mount as NAME")
   func backingToMount() throws {
-    let fixture = try MountFixture()
+    let fixture = try MountFixture.unlocked()
     try writeFile(fixture.path("Documents/f"), [])
     #expect(setXattr(fixture.backingPath("Documents/f"), "user.appbox.x.com.apple.MobileBackup", [1]) == 0)
     #expect(try listXattrNames(fixture.path("Documents/f")) == ["com.apple.MobileBackup"])
@@ -89,7 +89,7 @@ struct XattrTests {
 
   @Test("binary values with NUL bytes round-trip; an empty value too")
   func binaryValues() throws {
-    let fixture = try MountFixture()
+    let fixture = try MountFixture.unlocked()
     let path = fixture.path("Documents/bin")
     try writeFile(path, [])
     let value: [UInt8] = [0, 1, 0, 0xff, 0, 0x80] + pattern(1000, seed: 11) + [0, 0]
@@ -106,7 +106,7 @@ struct XattrTests {
 
   @Test("XATTR_CREATE on an existing name gives EEXIST, XATTR_REPLACE on a missing one ENODATA")
   func createReplaceFlags() throws {
-    let fixture = try MountFixture()
+    let fixture = try MountFixture.unlocked()
     let path = fixture.path("Documents/f")
     try writeFile(path, [])
     #expect(setXattr(path, "user.k", bytes("1"), flags: LinuxConstants.XATTR_CREATE) == 0)
@@ -124,7 +124,7 @@ struct XattrTests {
 
   @Test("getxattr and removexattr of a missing name give ENODATA")
   func missingAttribute() throws {
-    let fixture = try MountFixture()
+    let fixture = try MountFixture.unlocked()
     let path = fixture.path("Documents/f")
     try writeFile(path, [])
     var buffer = [UInt8](repeating: 0, count: 16)
@@ -140,7 +140,7 @@ struct XattrTests {
 
   @Test("a too-small buffer gives ERANGE; size 0 asks for the needed size")
   func erange() throws {
-    let fixture = try MountFixture()
+    let fixture = try MountFixture.unlocked()
     let path = fixture.path("Documents/f")
     try writeFile(path, [])
     #expect(setXattr(path, "user.long", [UInt8](repeating: 7, count: 100)) == 0)
@@ -157,7 +157,7 @@ struct XattrTests {
 
   @Test("names under user.appbox. are reserved: set, get and remove give EPERM and nothing is stored")
   func reservedNames() throws {
-    let fixture = try MountFixture()
+    let fixture = try MountFixture.unlocked()
     let path = fixture.path("Documents/f")
     try writeFile(path, [])
     for name in ["user.appbox.foo", "user.appbox.x.com.apple.MobileBackup", "user.appbox."] {
@@ -176,7 +176,7 @@ struct XattrTests {
 
   @Test("attributes on a directory and through an open descriptor (fsetxattr/fgetxattr)")
   func directoryAndFD() throws {
-    let fixture = try MountFixture()
+    let fixture = try MountFixture.unlocked()
     let dir = fixture.path("Documents/d")
     #expect(mkdir(dir, 0o755) == 0)
     #expect(setXattr(dir, "com.apple.metadata:com_apple_backup_excludeItem", Self.backupPlist) == 0)
@@ -197,13 +197,71 @@ struct XattrTests {
 
   @Test("attributes follow the file through rename and hard links")
   func attributesFollowRenameAndLink() throws {
-    let fixture = try MountFixture()
+    let fixture = try MountFixture.unlocked()
     try writeFile(fixture.path("Documents/a"), [])
     #expect(setXattr(fixture.path("Documents/a"), "com.apple.MobileBackup", [1]) == 0)
     #expect(rename(fixture.path("Documents/a"), fixture.path("Library/Caches/b")) == 0)
     #expect(try getXattr(fixture.path("Library/Caches/b"), "com.apple.MobileBackup") == [1])
     #expect(link(fixture.path("Library/Caches/b"), fixture.path("Documents/c")) == 0)
     #expect(try listXattrNames(fixture.path("Documents/c")) == ["com.apple.MobileBackup"])
+    try fixture.unmount()
+  }
+
+  @Test("a non-UTF-8 foreign name round-trips byte for byte")
+  func nonUTF8Name() throws {
+    let fixture = try MountFixture.unlocked()
+    let path = fixture.path("Documents/f")
+    try writeFile(path, [])
+    let name: [UInt8] = Array("com.example.".utf8) + [0xff, 0xfe, 0x41]
+    let set = withRawPath(name) { n in errnoOf(Libc.setxattr(path, n, [UInt8]([7]), 1, 0)) }
+    #expect(set == 0)
+    #expect(try listXattr(path) == [name])
+    #expect(try listXattr(fixture.backingPath("Documents/f")) == [Array("user.appbox.x.".utf8) + name])
+    var value: UInt8 = 0
+    #expect(withRawPath(name) { n in Libc.getxattr(path, n, &value, 1) } == 1)
+    #expect(value == 7)
+    try fixture.unmount()
+  }
+
+  @Test("every name listxattr shows can be read with getxattr (as cp -a and rsync -X do), whatever the backing file holds")
+  func listedNamesAreReadable() throws {
+    let fixture = try MountFixture.unlocked()
+    let path = fixture.path("Documents/f")
+    try writeFile(path, [])
+    let backing = fixture.backingPath("Documents/f")
+    #expect(setXattr(path, "user.mine", [1]) == 0)
+    #expect(setXattr(path, "com.apple.MobileBackup", [1]) == 0)
+    // Attributes another tool (or another AppBox version) left in the backing tree.
+    #expect(setXattr(backing, "user.appbox.internal", [2]) == 0)
+    var unreadable: [String: Int32] = [:]
+    for name in try listXattr(path) {
+      var buffer = [UInt8](repeating: 0, count: 64)
+      let result = withRawPath(name) { n in Libc.getxattr(path, n, &buffer, 64) }
+      if result < 0 { unreadable[String(decoding: name, as: UTF8.self)] = errno }
+    }
+    #expect(unreadable.isEmpty, "listed but unreadable (name: errno): \(unreadable)")
+    try fixture.unmount()
+  }
+
+  @Test("xattrs on a symlink act on the link itself, never on its target (also outside the sandbox)")
+  func symlinkXattrsStayOnTheLink() throws {
+    let fixture = try MountFixture.unlocked()
+    let victim = fixture.root + "/victim"
+    try writeFile(victim, bytes("v"))
+    #expect(setXattr(victim, "user.secret", [1]) == 0)
+    let link = fixture.path("Documents/link")
+    #expect(symlink(victim, link) == 0)
+    let lsetxattr = unsafeBitCast(
+      dlsym(nil, "lsetxattr"), to: (@convention(c) (Libc.Path, Libc.Path, UnsafeRawPointer?, Int, Int32) -> Int32).self)
+    let lgetxattr = unsafeBitCast(
+      dlsym(nil, "lgetxattr"), to: (@convention(c) (Libc.Path, Libc.Path, UnsafeMutableRawPointer?, Int) -> Int).self)
+    // Foreign names become user.* names, which Linux refuses on symlinks.
+    #expect(errnoOf(lsetxattr(link, "com.apple.MobileBackup", [UInt8]([1]), 1, 0)) == EPERM)
+    #expect(lsetxattr(link, "trusted.onlink", [UInt8]([3]), 1, 0) == 0)
+    var buffer = [UInt8](repeating: 0, count: 8)
+    #expect(errnoOf(lgetxattr(link, "user.secret", &buffer, 8)) == ENODATA)
+    #expect(try listXattrNames(victim) == ["user.secret"])
+    #expect(try getXattr(fixture.backingPath("Documents/link"), "trusted.onlink") == [3])
     try fixture.unmount()
   }
 }

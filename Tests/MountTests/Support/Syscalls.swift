@@ -279,3 +279,14 @@ func pattern(_ count: Int, seed: UInt64) -> [UInt8] {
     return UInt8(truncatingIfNeeded: state)
   }
 }
+
+// MARK: - Fixtures
+
+extension MountFixture {
+  /// A sandbox mounted UNLOCKED (`--unlocked`), so that files of the default class
+  /// (`completeUntilFirstUserAuthentication`) are usable: these tests exercise POSIX
+  /// operations, not Data Protection.
+  static func unlocked(_ arguments: [String] = [], prepare: ((String) throws -> Void)? = nil) throws -> MountFixture {
+    try MountFixture(arguments: ["--unlocked"] + arguments, prepare: prepare)
+  }
+}
