@@ -78,7 +78,7 @@ struct BackingScan {
           Level(
             stream: try DirectoryStream(fd: fd), domain: domain,
             layout: fixed == .library ? .library : .other, catalogParent: catalogParent))
-      } else if type == S_IFREG, let parent = level.catalogParent {
+      } else if type == S_IFREG, st.st_nlink == 1, let parent = level.catalogParent {
         let urgency = urgencyName.withUnsafeBufferPointer { name in
           Xattr.value(in: level.stream.fd, entry: item.name, name.baseAddress!)
         }.flatMap { try? PurgeUrgency.parse(attributeValue: $0) } ?? PurgeUrgency.none

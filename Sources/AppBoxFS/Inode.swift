@@ -53,6 +53,10 @@ final class Inode: Sendable {
   /// it cached (until the kernel's entry is invalidated).
   let purged = Atomic<Bool>(false)
 
+  /// Set once `security.capability` was found absent (the kernel asks before every
+  /// write); cleared when it is set through the mount.
+  let hasNoCapabilities = Atomic<Bool>(false)
+
   static let unknownClass: UInt8 = 0xFF
 
   init(fd: Int32, attributes: stat, fixed: SandboxLayout.FixedDirectory?, domain: StorageDomain, lookups: UInt64) {

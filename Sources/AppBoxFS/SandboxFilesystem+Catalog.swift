@@ -31,6 +31,12 @@ extension SandboxFilesystem {
     }
   }
 
+  /// A file that gains a second name is no longer purgeable (a purge removes one name).
+  func linked(_ inode: Inode) {
+    guard inode.domain.isPurgeable else { return }
+    storage.books.withLock { _ = $0.catalog.removeFile(ino: inode.key.inode) }
+  }
+
   /// Takes a removed name off the books: `st` is what the name was, `domain` where.
   /// A directory, or the last link of anything else, gives its allocation back.
   func untrack(_ st: stat, domain: StorageDomain) {
@@ -48,11 +54,9 @@ extension SandboxFilesystem {
           _ = books.catalog.removeSubtree(directory: ino)
         }
         books.ledger.charge(domain: domain, delta: -bytes)
-      } else if domain.isPurgeable && type == S_IFREG {
-        // A tracked file is uncharged by whoever takes it off the catalog: if a purge
-        // already did, there is nothing left to give back.
-        if books.catalog.removeFile(ino: ino) { books.ledger.charge(domain: domain, delta: -bytes) }
       } else {
+        // This unlink removed the last name, so it (not a purge) gives the bytes back.
+        if domain.isPurgeable { books.catalog.removeFile(ino: ino) }
         books.ledger.charge(domain: domain, delta: -bytes)
       }
     }
@@ -80,7 +84,9 @@ extension SandboxFilesystem {
         if let newParent, registered, catalog.renameDirectory(ino: ino, to: newParent, newName: newName) { return }
         if !registered { _ = catalog.removeSubtree(directory: ino) }
       } else if let newParent, registered {
-        if !catalog.moveFile(ino: ino, to: newParent, newName: newName), st.st_mode & S_IFMT == S_IFREG {
+        if !catalog.moveFile(ino: ino, to: newParent, newName: newName), st.st_mode & S_IFMT == S_IFREG,
+          st.st_nlink == 1
+        {
           catalog.addFile(ino: ino, parent: newParent, name: newName, bytes: bytes, lastUse: UInt32(clamping: Int(Clock.unix())))
           for _ in 0..<Int(cached?.openHandles.load(ordering: .relaxed) ?? 0) { catalog.open(ino: ino) }
         }

@@ -19,9 +19,15 @@ extension SandboxFilesystem {
   }
 
   /// The reply for a handle on a regular file.
+  ///
+  /// `noFlush`: a close on the mount sends no FLUSH request (one round trip less per
+  /// close: create, untar, git). Safe because the backing filesystem is local (its close
+  /// reports nothing that `release` or `fsync` would not), there is no writeback cache to
+  /// write out, and POSIX locks are kept by the kernel (no getlk/setlk handlers), so no
+  /// lock owner needs the flush to drop its locks.
   func opened(_ fd: Int32, flags: Int32) -> OpenedFile {
     let direct = flags & Linux.openDirect != 0
-    return OpenedFile(handle: UInt64(UInt32(bitPattern: fd)), keepCache: !direct, directIO: direct)
+    return OpenedFile(handle: UInt64(UInt32(bitPattern: fd)), keepCache: !direct, directIO: direct, noFlush: true)
   }
 
   /// `open`: refused (EPERM) when the file's class is closed in the current state.
@@ -61,7 +67,9 @@ extension SandboxFilesystem {
         try Sys.openat(directory.fd, name, backingFlags(flags) | O_CREAT | O_EXCL | O_NOFOLLOW, mode)
       }
       let entry: Entry
-      do throws(Errno) { entry = try created(name, in: directory, protection: inherited, reserved: 0) } catch {
+      do throws(Errno) {
+        entry = try created(name, in: directory, protection: inherited, reserved: 0, openFD: fd)
+      } catch {
         Sys.close(fd)
         throw error
       }

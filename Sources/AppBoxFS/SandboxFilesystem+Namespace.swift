@@ -54,18 +54,20 @@ extension SandboxFilesystem {
   }
 
   /// Looks up what was just created, gives it its class, and puts it on the books.
-  func created(_ name: UnsafePointer<CChar>, in directory: Inode, protection: ProtectionClass?, reserved: Int64)
-    throws(Errno) -> Entry
-  {
+  func created(
+    _ name: UnsafePointer<CChar>, in directory: Inode, protection: ProtectionClass?, reserved: Int64,
+    openFD: Int32? = nil
+  ) throws(Errno) -> Entry {
     let entry: Entry
     do throws(Errno) { entry = try lookupEntry(in: directory, name: name) } catch {
       unreserve(reserved, domain: directory.domain)
       throw error
     }
     let inode = inodes.inode(entry.node)
-    if let protection { try? assignProtection(protection, to: inode, fd: inode.fd) }
+    if let protection { assignProtection(protection, to: inode, openFD: openFD) }
     inode.allocated.withLock { $0 = 0 }
-    account(inode, fd: inode.fd, reserved: reserved)
+    account(inode, fd: openFD ?? inode.fd, reserved: reserved)
+    account(directory, fd: directory.fd)
     track(inode, name: CName(name).bytes, in: directory)
     return entry
   }
@@ -86,6 +88,7 @@ extension SandboxFilesystem {
     let st = try Sys.fstatat(directory.fd, name, AT_SYMLINK_NOFOLLOW)
     try Sys.unlinkat(directory.fd, name, 0)
     untrack(st, domain: directory.domain)
+    account(directory, fd: directory.fd)
   }
 
   /// `rmdir`.
@@ -95,6 +98,7 @@ extension SandboxFilesystem {
     let st = try Sys.fstatat(directory.fd, name, AT_SYMLINK_NOFOLLOW)
     try Sys.unlinkat(directory.fd, name, AT_REMOVEDIR)
     untrack(st, domain: directory.domain)
+    account(directory, fd: directory.fd)
   }
 
   /// `rename`, with `RENAME_NOREPLACE` and `RENAME_EXCHANGE`.
@@ -115,6 +119,10 @@ extension SandboxFilesystem {
       if exchange || moves.contains(where: { $0.st_mode & S_IFMT == S_IFDIR }) { throw .crossDevice }
     }
     try Sys.renameat2(from.fd, name, to.fd, newName, flags)
+    defer {
+      account(from, fd: from.fd)
+      if to !== from { account(to, fd: to.fd) }
+    }
     if exchange, let target {
       moved(source, to: CName(newName).bytes, in: to, from: from)
       moved(target, to: CName(name).bytes, in: from, from: to)
@@ -133,6 +141,8 @@ extension SandboxFilesystem {
     try checkCanCreate(in: directory)
     if inode.domain != directory.domain { throw .crossDevice }
     try Sys.link(inode.fd, directory.fd, newName)
+    linked(inode)
+    account(directory, fd: directory.fd)
     return try lookupEntry(in: directory, name: newName)
   }
 }

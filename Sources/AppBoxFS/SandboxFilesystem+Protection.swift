@@ -10,13 +10,23 @@ import SandboxPolicy
 // MARK: - Data Protection: classes, checks, refusals, lock transitions
 
 extension SandboxFilesystem {
-  /// An inode's class: its backing attribute, loaded once, else the container default.
+  /// An inode's class, loaded once: the one a program set, else the one it got at
+  /// creation, else the container default.
   func protectionClass(of inode: Inode) -> ProtectionClass {
     if let known = inode.cachedProtection { return known }
-    let stored = try? Xattr.value(inode.fd, name: AppBoxAttribute.protection.name)
-    let value = stored.flatMap { ProtectionClass(parsing: $0) } ?? options.defaultProtection
+    let value = storedProtection(of: inode) ?? options.defaultProtection
     inode.cachedProtection = value
     return value
+  }
+
+  /// The class stored on the backing inode, if any.
+  func storedProtection(of inode: Inode) -> ProtectionClass? {
+    for name in [AppBoxAttribute.protection.name, AppBoxAttribute.inheritedProtectionName] {
+      if let stored = try? Xattr.value(inode.fd, name: name), let value = ProtectionClass(parsing: stored) {
+        return value
+      }
+    }
+    return nil
   }
 
   /// Refuses (EPERM, counted and logged) `operation` on a class the lock state forbids.
@@ -40,9 +50,16 @@ extension SandboxFilesystem {
     try check(operation, protectionClass(of: inode), path: mountPath(of: inode))
   }
 
-  /// Stores the class of a new item and caches it.
-  func assignProtection(_ protectionClass: ProtectionClass, to inode: Inode, fd: Int32) throws(Errno) {
-    try Xattr.set(fd, name: AppBoxAttribute.protection.name, value: Array(protectionClass.name.utf8))
+  /// Stores the class a new item inherits (hidden from `listxattr`: the program did not
+  /// set it) and caches it. `openFD`, when the item is open, saves a path resolution.
+  func assignProtection(_ protectionClass: ProtectionClass, to inode: Inode, openFD: Int32?) {
+    let value = Array(protectionClass.name.utf8)
+    let name = AppBoxAttribute.inheritedProtectionName
+    if let openFD {
+      try? Xattr.set(openFile: openFD, name: name, value: value)
+    } else {
+      try? Xattr.set(inode.fd, name: name, value: value)
+    }
     inode.cachedProtection = protectionClass
   }
 

@@ -27,9 +27,10 @@ extension SandboxFilesystem {
   /// - Returns: the bytes granted, ≤ need.
   func reserve(_ need: Int64, domain: StorageDomain) -> Int64 {
     guard need > 0 else { return 0 }
-    let (granted, plan) = storage.reserve(need, domain: domain)
+    let (granted, plan) = storage.reserveOrPlan(need, domain: domain)
+    if let granted { return granted }
     if let plan { carryOut(plan) }
-    return granted
+    return storage.reserveFree(need, domain: domain)
   }
 
   /// Gives back a reservation that was not used.
@@ -82,7 +83,9 @@ extension SandboxFilesystem {
   /// Unlinks the victims of a plan (already taken off the books), records an event for
   /// each, and tells the kernel, from the maintenance queue, to forget them. Directories
   /// are worked on in parallel (unlinks in different directories do not contend).
-  func carryOut(_ plan: StorageState.PurgePlan) {
+  /// - Returns: the victims unlinked.
+  @discardableResult
+  func carryOut(_ plan: StorageState.PurgePlan) -> [PurgeCatalog.Victim] {
     var groups: [[[UInt8]]: [Int]] = [:]
     for (index, components) in plan.directories.enumerated() { groups[components, default: []].append(index) }
     let work = Array(groups)
@@ -97,8 +100,10 @@ extension SandboxFilesystem {
         let name = victim.name + [0]
         let unlinked = name.withUnsafeBufferPointer { buffer -> Bool in
           let cname = UnsafeRawPointer(buffer.baseAddress!).assumingMemoryBound(to: CChar.self)
-          // The name must still be the chosen inode (a rename may have replaced it).
-          guard let st = try? Sys.fstatat(directoryFD, cname, AT_SYMLINK_NOFOLLOW), UInt64(st.st_ino) == victim.ino
+          // The name must still be the chosen inode (a rename may have replaced it), and
+          // its only name (a file that gained a hard link is no longer purgeable).
+          guard let st = try? Sys.fstatat(directoryFD, cname, AT_SYMLINK_NOFOLLOW), UInt64(st.st_ino) == victim.ino,
+            st.st_nlink == 1
           else { return false }
           let cached = inodes.existing(backingInode: victim.ino)
           cached?.purged.store(true, ordering: .relaxed)
@@ -113,8 +118,9 @@ extension SandboxFilesystem {
       }
       removed.withLock { $0 += done }
     }
-    let purged = removed.withLock { $0 }
-    guard !purged.isEmpty else { return }
+    let purged = removed.withLock { $0 }.sorted { $0.index < $1.index }  // events in purge order
+    guard !purged.isEmpty else { return [] }
+    storage.purged(purged.map { plan.victims[$0.index] })
     let now = Clock.unix()
     let lines = purged.map { item in
       let victim = plan.victims[item.index]
@@ -138,6 +144,7 @@ extension SandboxFilesystem {
         }
       }
     }
+    return purged.map { plan.victims[$0.index] }
   }
 
   /// Opens a directory below the backing root by components, following no symlink.
@@ -168,8 +175,8 @@ extension SandboxFilesystem {
       case .watermark(let bytes): catalog.chooseVictims(toFree: bytes)
       }
     }
-    carryOut(plan)
-    return (plan.victims.count, plan.victims.reduce(0) { $0 + $1.bytes })
+    let purged = carryOut(plan)
+    return (purged.count, purged.reduce(0) { $0 + $1.bytes })
   }
 
   /// Starts the background work: lock transitions, the water-mark purger, tmp's age limit.

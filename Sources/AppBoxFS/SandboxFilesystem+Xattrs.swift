@@ -15,7 +15,24 @@ import SandboxPolicy
 // changing a class, which needs the current class to be accessible.
 
 extension SandboxFilesystem {
-  /// The backing name of a mount name, NUL-terminated.
+  /// Runs `body` with the NUL-terminated backing name of `name`.
+  ///
+  /// Fast path: `security.`, `system.` and `trusted.` names are never reserved and map to
+  /// themselves (``XattrNameMapping/backingName(forMountName:)``), so they are passed on
+  /// without copying. The kernel asks for `security.capability` before every write to a
+  /// file (to strip capabilities), so this is on the write path.
+  func withBackingXattrName<R>(_ name: UnsafePointer<CChar>, _ body: (UnsafePointer<CChar>) throws(Errno) -> R)
+    throws(Errno) -> R
+  {
+    if strncmp(name, "security.", 9) == 0 || strncmp(name, "system.", 7) == 0 || strncmp(name, "trusted.", 8) == 0 {
+      return try body(name)
+    }
+    let backing = try backingXattrName(name)
+    return try backing.withUnsafeBufferPointer { (p) throws(Errno) -> R in try body(p.baseAddress!) }
+  }
+
+  /// The backing name of a mount name, NUL-terminated. Refuses (EPERM) names in AppBox's
+  /// reserved namespace that it does not document.
   func backingXattrName(_ name: UnsafePointer<CChar>) throws(Errno) -> [CChar] {
     let mountName = CName(name)
     if XattrNameMapping.isReserved(mountName) { throw .notPermitted }
@@ -30,25 +47,35 @@ extension SandboxFilesystem {
     if let attribute = AppBoxAttribute(name: CName(name)) {
       return try setOwn(attribute, of: inode, to: Array(value), flags: flags)
     }
-    let backing = try backingXattrName(name)
-    try backing.withUnsafeBufferPointer { (p) throws(Errno) in try Xattr.set(inode.fd, p.baseAddress!, value, flags: flags) }
+    try withBackingXattrName(name) { (p) throws(Errno) in try Xattr.set(inode.fd, p, value, flags: flags) }
+    if isSecurityCapability(name) { inode.hasNoCapabilities.store(false, ordering: .relaxed) }
   }
 
   /// `getxattr`.
   public func getxattr(_ ctx: RequestContext, node: NodeID, name: UnsafePointer<CChar>) throws(Errno) -> [UInt8] {
     let inode = inodes.inode(node)
+    // The kernel asks for security.capability before every write: remember its absence.
+    let capability = isSecurityCapability(name)
+    if capability, inode.hasNoCapabilities.load(ordering: .relaxed) { throw .noData }
     if let attribute = AppBoxAttribute(name: CName(name)) { return try own(attribute, of: inode) }
-    let backing = try backingXattrName(name)
-    return try backing.withUnsafeBufferPointer { (p) throws(Errno) -> [UInt8] in try Xattr.value(inode.fd, p.baseAddress!) }
+    do throws(Errno) {
+      return try withBackingXattrName(name) { (p) throws(Errno) -> [UInt8] in try Xattr.value(inode.fd, p) }
+    } catch where capability && error == .noData {
+      inode.hasNoCapabilities.store(true, ordering: .relaxed)
+      throw error
+    }
   }
 
-  /// `listxattr`: every backing name as the mount shows it, and on the root AppBox's
-  /// read-only attributes.
+  /// `listxattr`: every backing name as the mount shows it, except AppBox's internal
+  /// ones (such as a class stored automatically at creation), and on the root AppBox's
+  /// read-only attributes. So the list is exactly what programs set.
   public func listxattr(_ ctx: RequestContext, node: NodeID) throws(Errno) -> [UInt8] {
     let inode = inodes.inode(node)
     var list: [UInt8] = []
     for name in try Xattr.names(inode.fd) {
-      list += XattrNameMapping.mountName(forBackingName: name)
+      let shown = XattrNameMapping.mountName(forBackingName: name)
+      if XattrNameMapping.isReserved(shown) && AppBoxAttribute(name: shown) == nil { continue }
+      list += shown
       list.append(0)
     }
     if inode === inodes.root {
@@ -66,8 +93,12 @@ extension SandboxFilesystem {
     if let attribute = AppBoxAttribute(name: CName(name)) {
       return try removeOwn(attribute, of: inode)
     }
-    let backing = try backingXattrName(name)
-    try backing.withUnsafeBufferPointer { (p) throws(Errno) in try Xattr.remove(inode.fd, p.baseAddress!) }
+    try withBackingXattrName(name) { (p) throws(Errno) in try Xattr.remove(inode.fd, p) }
+  }
+
+  /// Whether a name is `security.capability`.
+  private func isSecurityCapability(_ name: UnsafePointer<CChar>) -> Bool {
+    strcmp(name, "security.capability") == 0
   }
 
   // MARK: AppBox's own attributes
@@ -109,7 +140,7 @@ extension SandboxFilesystem {
         throw .notPermitted
       }
       try Xattr.set(inode.fd, name: attribute.name, value: Array(requested.name.utf8), flags: flags)
-      inode.cachedProtection = requested
+      reclassified(inode, to: requested)
     case .purgeUrgency:
       guard inode.isRegularFile else { throw .notPermitted }
       guard let urgency = try? PurgeUrgency.parse(attributeValue: value) else { throw .invalidArgument }
@@ -120,13 +151,22 @@ extension SandboxFilesystem {
     }
   }
 
+  /// Records a new class; if its content may not be read now (say, made class A while
+  /// LOCKED), drops what the kernel caches of it. Invalidating an inode takes no lock the
+  /// kernel holds for this setxattr (unlike entry invalidation), so it is safe here.
+  private func reclassified(_ inode: Inode, to protectionClass: ProtectionClass) {
+    inode.cachedProtection = protectionClass
+    guard inode.isRegularFile, !AccessRule.decide(protectionClass, .handleIO, in: protection.snapshot) else { return }
+    notifier.withLock { $0 }?.invalidateInode(inodes.node(inode))
+  }
+
   private func removeOwn(_ attribute: AppBoxAttribute, of inode: Inode) throws(Errno) {
     switch attribute {
     case .protection:
       let current = protectionClass(of: inode)
       try check(.openExisting, current, path: mountPath(of: inode))
       try Xattr.remove(inode.fd, name: attribute.name)
-      inode.cachedProtection = options.defaultProtection
+      reclassified(inode, to: storedProtection(of: inode) ?? options.defaultProtection)
     case .purgeUrgency:
       try Xattr.remove(inode.fd, name: attribute.name)
       storage.books.withLock { _ = $0.catalog.setUrgency(ino: inode.key.inode, .none) }

@@ -5,9 +5,10 @@ import Synchronization
 /// The quota books: usage per domain, the catalog of purgeable files, and counters, under
 /// one lock so that they never disagree.
 ///
-/// Ownership rule: a regular file in Caches or tmp is charged to the ledger while the
-/// catalog tracks it; whoever removes it from the catalog (an unlink, or a purge that
-/// chose it) uncharges it. So a purge racing an unlink never uncharges twice.
+/// Ownership rule: whoever unlinks a file's last name uncharges it (a program's unlink, or
+/// a purge whose unlink succeeded), so a purge racing an unlink never uncharges twice.
+/// The catalog holds the files a purge may take: regular files with one link, in Caches
+/// or tmp; a purge takes its victims off the catalog first, so no two purges race.
 final class StorageState: Sendable {
   struct Books: ~Copyable {
     var ledger: QuotaLedger
@@ -36,26 +37,33 @@ final class StorageState: Sendable {
     self.waterMarks = waterMarks
   }
 
-  /// Takes `need` bytes for a write or create, choosing purge victims (tmp first, then
-  /// Caches) when they are not free.
-  /// - Returns: the bytes granted (≤ need; 0 means none fit) and what to purge.
-  func reserve(_ need: Int64, domain: StorageDomain) -> (granted: Int64, plan: PurgePlan?) {
+  /// Takes `need` bytes for a write or create if they are free; else takes purge victims
+  /// (tmp first, then Caches) off the catalog for the caller to carry out.
+  /// - Returns: the bytes granted, or nil with the purge to carry out first (nil, nil:
+  ///   nothing to purge).
+  func reserveOrPlan(_ need: Int64, domain: StorageDomain) -> (granted: Int64?, plan: PurgePlan?) {
     books.withLock { books in
-      var plan: PurgePlan?
       let shortfall = need - books.ledger.free
-      if shortfall > 0 {
-        let victims = books.catalog.chooseVictims(toFree: shortfall)
-        if !victims.isEmpty {
-          plan = Self.take(victims, reason: .pressure, books: &books)
-        }
+      if shortfall <= 0 {
+        books.ledger.charge(domain: domain, delta: need)
+        return (need, nil)
       }
-      let granted = min(need, books.ledger.free)
-      books.ledger.charge(domain: domain, delta: granted)
-      return (granted, plan)
+      let victims = books.catalog.chooseVictims(toFree: shortfall)
+      return (nil, victims.isEmpty ? nil : Self.take(victims, reason: .pressure, books: &books))
     }
   }
 
-  /// Removes victims from the catalog and the ledger, recording their paths first.
+  /// Takes what is free of `need` bytes.
+  /// - Returns: the bytes granted, ≤ need.
+  func reserveFree(_ need: Int64, domain: StorageDomain) -> Int64 {
+    books.withLock { books in
+      let granted = min(need, books.ledger.free)
+      books.ledger.charge(domain: domain, delta: granted)
+      return granted
+    }
+  }
+
+  /// Takes victims off the catalog (so no other purge chooses them), recording their paths.
   static func take(_ victims: [PurgeCatalog.Victim], reason: PurgeEvent.Reason, books: inout Books) -> PurgePlan {
     var plan = PurgePlan(reason: reason)
     plan.victims.reserveCapacity(victims.count)
@@ -67,13 +75,21 @@ final class StorageState: Sendable {
       case .directory(let ino): directory = books.catalog.path(ofDirectory: ino) ?? []
       }
       guard books.catalog.removeFile(ino: victim.ino) else { continue }
-      books.ledger.charge(domain: victim.domain, delta: -victim.bytes)
-      books.purges += 1
-      books.bytesPurged += victim.bytes
       plan.victims.append(victim)
       plan.directories.append(directory)
     }
     return plan
+  }
+
+  /// Uncharges the victims a purge unlinked, and counts them.
+  func purged(_ victims: [PurgeCatalog.Victim]) {
+    books.withLock { books in
+      for victim in victims {
+        books.ledger.charge(domain: victim.domain, delta: -victim.bytes)
+        books.purges += 1
+        books.bytesPurged += victim.bytes
+      }
+    }
   }
 
   /// Plans an explicit or background purge.

@@ -87,13 +87,18 @@ public struct OpenedFile {
   public var directIO: Bool = false
   /// Let the kernel cache directory listings of this handle.
   public var cacheDirectory: Bool = false
+  /// The kernel need not send `flush` on each close of this file (`FOPEN_NOFLUSH`).
+  public var noFlush: Bool = false
 
   /// Creates an open reply.
-  public init(handle: UInt64, keepCache: Bool = false, directIO: Bool = false, cacheDirectory: Bool = false) {
+  public init(
+    handle: UInt64, keepCache: Bool = false, directIO: Bool = false, cacheDirectory: Bool = false, noFlush: Bool = false
+  ) {
     self.handle = handle
     self.keepCache = keepCache
     self.directIO = directIO
     self.cacheDirectory = cacheDirectory
+    self.noFlush = noFlush
   }
 }
 

@@ -47,6 +47,7 @@ private func apply(_ opened: OpenedFile, to fi: UnsafeMutablePointer<fuse_file_i
   cfuse_fi_set_keep_cache(fi, opened.keepCache ? 1 : 0)
   cfuse_fi_set_direct_io(fi, opened.directIO ? 1 : 0)
   cfuse_fi_set_cache_readdir(fi, opened.cacheDirectory ? 1 : 0)
+  cfuse_fi_set_noflush(fi, opened.noFlush ? 1 : 0)
 }
 
 /// Replies to getxattr/listxattr: the size for a probe, ERANGE when too small.

@@ -80,6 +80,11 @@ public enum Xattr {
     try result.get()
   }
 
+  /// Sets `name` through a descriptor open for I/O (`fsetxattr`: no path resolution).
+  public static func set(openFile fd: Int32, name: String, value: [UInt8]) throws(Errno) {
+    guard cposix_fsetxattr(fd, name, value, value.count, 0) == 0 else { throw Errno.current }
+  }
+
   /// Sets `name` on the file at `path` (following symlinks), for tools outside the daemon.
   public static func set(path: String, name: String, value: [UInt8]) throws(Errno) {
     guard cposix_setxattr(path, name, value, value.count, 0) == 0 else { throw Errno.current }

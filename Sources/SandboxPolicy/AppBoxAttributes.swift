@@ -35,6 +35,11 @@ public enum AppBoxAttribute: CaseIterable, Sendable {
     self = match
   }
 
+  /// Where AppBox keeps the class it gave a new item (its directory's, or the mount's
+  /// default): internal, hidden from `listxattr`, overridden by an explicit
+  /// ``protection``.
+  public static let inheritedProtectionName = "user.appbox.inherited-protection"
+
   /// The read-only attributes shown on the mount's root.
   public static let rootAttributes: [AppBoxAttribute] = [.deviceState, .capacity, .availableImportant, .availableOpportunistic]
 }

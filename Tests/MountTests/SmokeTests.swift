@@ -5,11 +5,11 @@ import Testing
   import Glibc
 #endif
 
-@Suite("Mount smoke", .needsFUSE, .serialized, .timeLimit(.minutes(2)))
+@Suite("Mount smoke", .needsFUSE, .timeLimit(.minutes(2)))
 struct SmokeTests {
   @Test("mount shows the layout, a file round-trips, unmount is clean")
   func layoutAndRoundTrip() throws {
-    let fixture = try MountFixture.unlocked()
+    let fixture = try MountFixture(arguments: ["--unlocked"])
     for directory in ["Documents", "Library/Application Support", "Library/Preferences", "Library/Caches", "tmp"] {
       var isDirectory: ObjCBool = false
       #expect(FileManager.default.fileExists(atPath: fixture.path(directory), isDirectory: &isDirectory))

@@ -76,6 +76,9 @@ static inline ssize_t cposix_getxattr(const char *path, const char *name, void *
 static inline int cposix_setxattr(const char *path, const char *name, const void *value, size_t size, int flags) {
   return setxattr(path, name, value, size, flags);
 }
+static inline int cposix_fsetxattr(int fd, const char *name, const void *value, size_t size, int flags) {
+  return fsetxattr(fd, name, value, size, flags);
+}
 static inline ssize_t cposix_listxattr(const char *path, char *list, size_t size) {
   return listxattr(path, list, size);
 }

@@ -176,14 +176,14 @@ final class MountFixture {
   }
 
   /// Descriptors of the daemon that are open files (not `O_PATH` inode references, not
-  /// `/dev/fuse`, not standard streams or the log).
+  /// `/dev/fuse`, not standard streams, the log or the event log).
   static func openFileHandles(of pid: pid_t) -> [String] {
     let fds = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd")) ?? []
     var open: [String] = []
     for fd in fds {
       guard let number = Int(fd), number > 2 else { continue }
       let target = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/fd/\(fd)")) ?? ""
-      if target == "/dev/fuse" || target.hasSuffix(".log") || target.hasPrefix("socket:") || target.hasPrefix("pipe:")
+      if target == "/dev/fuse" || target.hasSuffix(".log") || target.hasSuffix(".events") || target.hasPrefix("socket:") || target.hasPrefix("pipe:")
         || target.hasPrefix("anon_inode:")
       {
         continue

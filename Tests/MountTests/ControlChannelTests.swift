@@ -1,0 +1,158 @@
+import Foundation
+import Testing
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+@Suite("Control channel, refusal counters and events", .needsFUSE, .timeLimit(.minutes(2)))
+struct ControlChannelTests {
+  /// Runs `arguments` as nobody (uid/gid 65534, no supplementary groups), with a minimal
+  /// environment (no runtime directory inherited from root).
+  func asNobody(_ arguments: [String]) throws -> CommandResult {
+    try Command.run(
+      "/usr/bin/setpriv", ["--reuid=65534", "--regid=65534", "--clear-groups", "--"] + arguments,
+      environment: ["PATH": "/usr/bin:/bin", "HOME": "/nonexistent"])
+  }
+
+  /// Lets other users reach the mountpoint (mkdtemp made its parent 0700), so that what
+  /// stops them is the control channel, not the path.
+  func openPath(_ fixture: MountFixture) {
+    chmod(fixture.root, 0o755)
+  }
+
+  @Test("another user cannot lock or unlock; the state does not change")
+  func othersCannotControl() throws {
+    let fixture = try MountFixture(arguments: ["--unlocked", "--grace", "0"])
+    openPath(fixture)
+    // The refusal must come from the control channel: nobody can run the CLI and see the mount.
+    let version = try asNobody([Command.appbox, "--version"])
+    try #require(version.status == 0, "nobody cannot run appbox: \(version.status) \(version.error)")
+    var st = stat()
+    try #require(try asNobody(["/usr/bin/stat", fixture.mountpoint]).status == 0 && stat(fixture.mountpoint, &st) == 0)
+
+    let lock = try asNobody([Command.appbox, "lock", fixture.mountpoint])
+    #expect(lock.status == 77 || lock.status == 75, "appbox lock as nobody exited \(lock.status): \(lock.error)")
+    #expect(!lock.error.isEmpty, "a refusal says why")
+    #expect(fixture.deviceState == "UNLOCKED")
+
+    try fixture.control("lock")
+    try fixture.waitForState("LOCKED")
+    let unlock = try asNobody([Command.appbox, "unlock", fixture.mountpoint])
+    #expect(unlock.status == 77 || unlock.status == 75, "appbox unlock as nobody exited \(unlock.status): \(unlock.error)")
+    #expect(fixture.deviceState == "LOCKED")
+    try fixture.control("unlock")
+    try fixture.unmountChecked()
+  }
+
+  @Test("the daemon's socket is owner-only: nobody cannot connect to it directly")
+  func socketIsOwnerOnly() throws {
+    let fixture = try MountFixture(arguments: ["--unlocked", "--grace", "0"])
+    openPath(fixture)
+    let socket = ControlFiles.path(for: fixture.mountpoint, "sock")
+    var st = stat()
+    try #require(lstat(socket, &st) == 0, "no control socket at \(socket)")
+    #expect(st.st_mode & S_IFMT == S_IFSOCK)
+    #expect(st.st_mode & 0o077 == 0, "socket mode \(String(st.st_mode & 0o777, radix: 8))")
+    var dir = stat()
+    #expect(lstat("/run/appbox", &dir) == 0 && dir.st_mode & 0o077 == 0 && dir.st_uid == 0)
+
+    let script = """
+      import socket, sys
+      s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+      try:
+          s.connect(sys.argv[1])
+      except PermissionError:
+          print('denied'); sys.exit(0)
+      s.sendall(b'lock\\n')
+      print('connected', s.recv(4096).decode().strip()); sys.exit(1)
+      """
+    let direct = try asNobody(["/usr/bin/python3", "-c", script, socket])
+    #expect(direct.status == 0, "nobody reached the control socket: \(direct.output) \(direct.error)")
+    #expect(direct.output.trimmingCharacters(in: .whitespacesAndNewlines) == "denied")
+    #expect(fixture.deviceState == "UNLOCKED")
+    try fixture.unmountChecked()
+  }
+
+  @Test("status counts refusals by class and operation; events log refusals and state changes")
+  func refusalsCountedAndLogged() throws {
+    let fixture = try MountFixture(arguments: ["--unlocked", "--grace", "0"])
+    #expect(mkdir(fixture.path("Documents/a"), 0o755) == 0)
+    #expect(Sys2.setxattr(fixture.path("Documents/a"), ProtectionAttribute.protection, "complete") == 0)
+    try Data("a".utf8).write(to: URL(fileURLWithPath: fixture.path("Documents/a/file")))
+    try Data("b".utf8).write(to: URL(fileURLWithPath: fixture.path("Documents/b")))
+    #expect(Sys2.setxattr(fixture.path("Documents/b"), ProtectionAttribute.protection, "B") == 0)
+    let before = try fixture.status()
+    #expect((before["refusals"] as? [String: Any])?["total"] as? Int == 0)
+
+    try fixture.control("lock")
+    try fixture.waitForState("LOCKED")
+    #expect(Sys2.tryOpen(fixture.path("Documents/a/file"), O_RDONLY) == .eperm)
+    #expect(Sys2.tryOpen(fixture.path("Documents/a/file"), O_RDWR) == .eperm)
+    #expect(Sys2.tryOpen(fixture.path("Documents/a/new"), O_CREAT | O_EXCL | O_WRONLY) == .eperm)
+    #expect(Sys2.tryOpen(fixture.path("Documents/b"), O_RDONLY) == .eperm)
+    // Metadata is never refused, so never counted.
+    var st = stat()
+    #expect(stat(fixture.path("Documents/a/file"), &st) == 0)
+
+    let status = try fixture.status()
+    #expect(status["state"] as? String == "LOCKED")
+    let refusals = try #require(status["refusals"] as? [String: Any], "\(status)")
+    #expect(refusals["total"] as? Int == 4)
+    let byClass = refusals["byClass"] as? [String: Int] ?? [:]
+    #expect(byClass["complete"] == 3, "\(byClass)")
+    #expect(byClass["completeUnlessOpen"] == 1, "\(byClass)")
+    #expect(byClass.values.reduce(0, +) == 4, "\(byClass)")
+    let byOperation = refusals["byOperation"] as? [String: Int] ?? [:]
+    #expect(byOperation["openExisting"] == 3, "\(byOperation)")
+    #expect(byOperation["createNew"] == 1, "\(byOperation)")
+    #expect(byOperation.values.reduce(0, +) == 4, "\(byOperation)")
+
+    try fixture.control("unlock")
+    // Events are written asynchronously: wait for the last one.
+    var events: [[String: Any]] = []
+    let complete = fixture.waitUntil {
+      events = (try? fixture.events()) ?? []
+      return events.contains { $0["type"] as? String == "state" && $0["to"] as? String == "UNLOCKED" }
+    }
+    #expect(complete, "\(events)")
+    let refusalEvents = events.filter { $0["type"] as? String == "refusal" }
+    #expect(refusalEvents.count == 4, "\(refusalEvents)")
+    let paths = refusalEvents.compactMap { $0["path"] as? String }
+    #expect(paths == ["Documents/a/file", "Documents/a/file", "Documents/a/new", "Documents/b"], "\(paths)")
+    for event in refusalEvents {
+      #expect(event["state"] as? String == "LOCKED")
+      #expect(event["time"] is NSNumber, "\(event)")
+    }
+    #expect(refusalEvents.map { $0["class"] as? String ?? "" } == ["complete", "complete", "complete", "completeUnlessOpen"])
+    #expect(
+      refusalEvents.map { $0["operation"] as? String ?? "" } == ["openExisting", "openExisting", "createNew", "openExisting"])
+
+    let states = events.filter { $0["type"] as? String == "state" }.map {
+      "\($0["from"] as? String ?? "?")→\($0["to"] as? String ?? "?")"
+    }
+    #expect(states == ["UNLOCKED→LOCKED", "LOCKED→UNLOCKED"], "\(states)")
+    try fixture.unmountChecked()
+  }
+
+  @Test("a refusal in BFU is logged with the state BFU")
+  func bfuRefusalEvent() throws {
+    let fixture = try MountFixture { backing in
+      try FileManager.default.createDirectory(atPath: backing + "/Documents", withIntermediateDirectories: true)
+      try Sys2.write(backing + "/Documents/c", "c")
+    }
+    #expect(Sys2.tryOpen(fixture.path("Documents/c"), O_RDONLY) == .eperm)
+    var events: [[String: Any]] = []
+    #expect(
+      fixture.waitUntil {
+        events = (try? fixture.events()) ?? []
+        return !events.isEmpty
+      })
+    let refusal = events.first { $0["type"] as? String == "refusal" }
+    #expect(refusal?["path"] as? String == "Documents/c")
+    #expect(refusal?["class"] as? String == "completeUntilFirstUserAuthentication")
+    #expect(refusal?["state"] as? String == "BFU")
+    #expect(refusal?["operation"] as? String == "openExisting")
+    try fixture.unmountChecked()
+  }
+}

@@ -1,0 +1,89 @@
+import Foundation
+import Posix
+import Testing
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// The books (status `used`, statfs, the root's capacity attributes) against what `du`
+/// counts in the backing tree, through everyday namespace operations.
+@Suite("Quota accounting", .needsFUSE, .timeLimit(.minutes(2)))
+struct QuotaAccountingTests {
+  let capacity: Int64 = 20 << 20
+
+  func rootAttribute(_ fixture: MountFixture, _ name: String) -> Int64? {
+    let fd = open(fixture.mountpoint, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+    guard fd >= 0 else { return nil }
+    defer { close(fd) }
+    guard let value = try? Xattr.value(fd, name: name) else { return nil }
+    let text = String(decoding: value.filter { $0 != 0 }, as: UTF8.self)
+    return Int64(text.trimmingCharacters(in: CharacterSet.whitespacesAndNewlines))
+  }
+
+  @Test("fresh mount, writes, truncates, unlinks, renames across domains: used == du throughout")
+  func everydayOperations() throws {
+    let fixture = try MountFixture(arguments: ["--unlocked", "--capacity", "20M"]) { backing in
+      try FileManager.default.createDirectory(atPath: backing + "/Documents/old", withIntermediateDirectories: true)
+      try Data(Quota.pattern(300_000, seed: 3)).write(to: URL(fileURLWithPath: backing + "/Documents/old/x"))
+    }
+    try Quota.expectBooksMatch(fixture, capacity: capacity)
+    try Quota.writeFile(fixture.path("Documents/a"), count: 1_000_000)
+    try Quota.writeFile(fixture.path("Library/Caches/b"), count: 500_000)
+    try Quota.writeFile(fixture.path("tmp/c"), count: 200_001)
+    #expect(truncate(fixture.path("Documents/a"), 10_000) == 0)
+    #expect(rename(fixture.path("tmp/c"), fixture.path("Documents/c")) == 0)
+    #expect(rename(fixture.path("Documents/old/x"), fixture.path("Library/Caches/x")) == 0)
+    #expect(unlink(fixture.path("Library/Caches/b")) == 0)
+    #expect(mkdir(fixture.path("Library/Preferences/p"), 0o755) == 0)
+    #expect(symlink("../Documents/a", fixture.path("tmp/link")) == 0)
+    #expect(Quota.waitForReleases(fixture))
+    try Quota.expectBooksMatch(fixture, capacity: capacity)
+    let status = try Quota.status(fixture.mountpoint)
+    #expect(Quota.number(status, "purgeable.caches") == (try Quota.du(fixture.backingPath("Library/Caches/x"))))
+    #expect(Quota.number(status, "purgeable.tmp") == 0)
+    let free = Quota.number(status, "free")
+    #expect(rootAttribute(fixture, "user.appbox.capacity") == capacity)
+    #expect(rootAttribute(fixture, "user.appbox.available-important") == free + Quota.number(status, "purgeable.caches"))
+    #expect(rootAttribute(fixture, "user.appbox.available-opportunistic") == free)
+    #expect((try? Xattr.set(path: fixture.mountpoint, name: "user.appbox.capacity", value: [49])) == nil, "read-only")
+    try Quota.unmount(fixture)
+  }
+
+  @Test("a directory that grows with many entries is counted as du counts it")
+  func directoryGrowth() throws {
+    let fixture = try MountFixture(arguments: ["--unlocked", "--capacity", "20M"])
+    for domain in ["Documents/many", "Library/Caches/many"] {
+      #expect(mkdir(fixture.path(domain), 0o755) == 0)
+      for index in 0..<400 {
+        let name = fixture.path(domain + "/" + String(repeating: "n", count: 60) + String(index))
+        let fd = open(name, O_WRONLY | O_CREAT | O_CLOEXEC, 0o644)
+        #expect(fd >= 0)
+        close(fd)
+      }
+    }
+    #expect(Quota.waitForReleases(fixture))
+    let directoryBytes = try Quota.du(fixture.backingPath("Documents/many"))
+    #expect(directoryBytes > 4096, "the backing directory grew (\(directoryBytes))")
+    try Quota.expectBooksMatch(fixture, capacity: capacity)
+    try Quota.unmount(fixture)
+  }
+
+  @Test("a hard-linked cache file: a purge leaves the books equal to du")
+  func hardLinkedCacheFile() throws {
+    let fixture = try MountFixture(arguments: ["--unlocked", "--capacity", "20M"])
+    try Quota.writeFile(fixture.path("Library/Caches/a"), count: 1 << 20)
+    #expect(link(fixture.path("Library/Caches/a"), fixture.path("Library/Caches/b")) == 0)
+    #expect(Quota.waitForReleases(fixture))
+    try Quota.expectBooksMatch(fixture, capacity: capacity)
+    try Quota.purge(fixture.mountpoint, ["--domain", "caches", "--all"])
+    try Quota.expectBooksMatch(fixture, capacity: capacity)
+    // Whatever remains in the backing is still readable through the mount.
+    for name in ["a", "b"] where Quota.exists(fixture.backingPath("Library/Caches/" + name)) {
+      #expect(Quota.openError(fixture.path("Library/Caches/" + name)) == 0, "\(name) listed but not openable")
+      let intact = Quota.matches(fixture.path("Library/Caches/" + name), Quota.pattern(1 << 20, seed: 1))
+      #expect(intact, "\(name) is still in the backing but its content is not readable through the mount")
+    }
+    try Quota.unmount(fixture)
+  }
+}

@@ -1,0 +1,333 @@
+#!/usr/bin/env bash
+# AppBox benchmark (SPEC §7 Performance): the same workloads, in one run, on the same
+# disk, against a native directory, bindfs (Debian's FUSE passthrough) and AppBox.
+#
+# Usage: bench/bench.sh [--quick] [--runs N] [--dir DIR] [--only W[,W...]]
+#                       [--targets T[,T...]] [--appbox PATH] [--keep]
+#
+#   --quick        small sizes, 1 run (a smoke run of about a minute)
+#   --runs N       repetitions of each workload (default 3); the table shows medians
+#   --dir DIR      where the three test directories live (default /var/tmp); all three
+#                  are on this one filesystem
+#   --only LIST    workloads: seqwrite seqread randread randwrite meta untar gitstatus rm
+#                  (meta = create, stat, unlink; gitstatus and rm need the untarred tree,
+#                  which is then made untimed)
+#   --targets LIST native,bindfs,appbox (default all three)
+#   --appbox PATH  the AppBox binary (default .build/release/appbox, built if missing)
+#   --keep         keep the test directories afterwards
+#
+# Needs root (drop_caches), /dev/fuse, fio, bindfs, fusermount3, python3, git, tar.
+# Writes bench/results/latest.md (the table), bench/results/latest.csv and a timestamped
+# copy of the raw per-run CSV. Every mount and process it starts is stopped on exit,
+# error or Ctrl-C (by PID, never by name).
+set -euo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+REPO=$(cd "$HERE/.." && pwd)
+
+RUNS=3
+DIR=/var/tmp
+QUICK=0
+ONLY=""
+TARGETS="native,bindfs,appbox"
+APPBOX="$REPO/.build/release/appbox"
+KEEP=0
+
+die() { echo "bench: $*" >&2; exit 1; }
+usage() { sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//' >&2; exit 64; }
+log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+
+while (($#)); do
+  case "$1" in
+    --quick) QUICK=1 ;;
+    --runs) RUNS=${2:?--runs needs a number} RUNS_SET=1; shift ;;
+    --dir) DIR=${2:?--dir needs a directory}; shift ;;
+    --only) ONLY=${2:?--only needs a workload list}; shift ;;
+    --targets) TARGETS=${2:?--targets needs a list}; shift ;;
+    --appbox) APPBOX=${2:?--appbox needs a path}; shift ;;
+    --keep) KEEP=1 ;;
+    -h | --help) usage ;;
+    *) echo "bench: unknown option $1" >&2; usage ;;
+  esac
+  shift
+done
+[[ $RUNS =~ ^[1-9][0-9]*$ ]] || die "--runs must be a positive integer, not '$RUNS'"
+
+if ((QUICK)); then
+  [[ -n ${RUNS_SET:-} ]] || RUNS=1
+  SEQ_MB=128 RAND_SIZE=32M RAND_SECONDS=2 META_FILES=1000 TREE_FILES=600
+else
+  SEQ_MB=1024 RAND_SIZE=256M RAND_SECONDS=10 META_FILES=10000 TREE_FILES=0 # 0 = all
+fi
+
+ALL_WORKLOADS="seqwrite seqread randread randwrite meta untar gitstatus rm"
+selected() { [[ -z $ONLY || ",$ONLY," == *",$1,"* ]]; }
+for w in ${ONLY//,/ }; do [[ " $ALL_WORKLOADS " == *" $w "* ]] || die "unknown workload '$w' (known: $ALL_WORKLOADS)"; done
+for t in ${TARGETS//,/ }; do [[ $t == native || $t == bindfs || $t == appbox ]] || die "unknown target '$t'"; done
+IFS=, read -r -a TARGET_LIST <<<"$TARGETS"
+has_target() { [[ ",$TARGETS," == *",$1,"* ]]; }
+
+# MARK: - Prerequisites
+
+[[ $(id -u) == 0 ]] || die "run as root: cold-cache workloads write /proc/sys/vm/drop_caches"
+[[ -c /dev/fuse ]] || die "/dev/fuse is missing (load the fuse module; in a container pass --device /dev/fuse)"
+for tool in fio python3 git tar dd findmnt; do
+  command -v "$tool" >/dev/null || die "$tool is not installed (apt-get install fio git tar coreutils util-linux python3)"
+done
+if has_target bindfs; then
+  command -v bindfs >/dev/null || die "bindfs is not installed (apt-get install bindfs)"
+fi
+FUSERMOUNT=$(command -v fusermount3 || true)
+[[ -n $FUSERMOUNT ]] || die "fusermount3 is not installed (apt-get install fuse3)"
+[[ -d $DIR && -w $DIR ]] || die "--dir $DIR is not a writable directory"
+[[ $BASH_VERSINFO -ge 5 ]] || die "needs bash 5 (EPOCHREALTIME)"
+
+if has_target appbox && [[ ! -x $APPBOX ]]; then
+  [[ $APPBOX == "$REPO/.build/release/appbox" ]] || die "no AppBox binary at $APPBOX"
+  command -v swift >/dev/null || export PATH=/opt/swift/usr/bin:$PATH
+  command -v swift >/dev/null || die "no AppBox binary and no swift toolchain to build it"
+  log "building AppBox (release)"
+  (cd "$REPO" && swift build -c release) >&2 || die "swift build -c release failed"
+fi
+
+# MARK: - Layout and cleanup
+
+BASE=$(mktemp -d "$DIR/appbox-bench.XXXXXX")
+declare -A WORK BACKING
+NATIVE_DIR=$BASE/native
+BINDFS_SRC=$BASE/bindfs-src BINDFS_MNT=$BASE/bindfs-mnt
+APPBOX_BACKING=$BASE/appbox-backing APPBOX_MNT=$BASE/appbox-mnt
+BINDFS_PID="" APPBOX_PID=""
+
+cleanup() {
+  local status=$?
+  trap - EXIT INT TERM
+  cd /
+  if [[ -n $BINDFS_PID ]]; then
+    mountpoint -q "$BINDFS_MNT" && { "$FUSERMOUNT" -u "$BINDFS_MNT" 2>/dev/null || "$FUSERMOUNT" -u -z "$BINDFS_MNT" || true; }
+    stop_pid "$BINDFS_PID"
+  fi
+  if [[ -n $APPBOX_PID ]] || mountpoint -q "$APPBOX_MNT" 2>/dev/null; then
+    if mountpoint -q "$APPBOX_MNT"; then
+      "$APPBOX" unmount "$APPBOX_MNT" 2>/dev/null || "$FUSERMOUNT" -u "$APPBOX_MNT" 2>/dev/null || "$FUSERMOUNT" -u -z "$APPBOX_MNT" || true
+    fi
+    [[ -n $APPBOX_PID ]] && stop_pid "$APPBOX_PID"
+  fi
+  if ((KEEP)); then log "kept $BASE"; else rm -rf --one-file-system "$BASE"; fi
+  exit "$status"
+}
+# Waits up to 10 s for a process we started to end after its unmount, then signals it.
+stop_pid() {
+  local pid=$1 i
+  for ((i = 0; i < 100; i++)); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.1; done
+  log "process $pid still running after unmount: sending SIGTERM"
+  kill -TERM "$pid" 2>/dev/null || true
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+wait_for_mount() { # path pid
+  local i
+  for ((i = 0; i < 100; i++)); do
+    [[ $(findmnt -no FSTYPE --mountpoint "$1" 2>/dev/null) == fuse* ]] && return 0
+    [[ -z ${2:-} ]] || kill -0 "$2" 2>/dev/null || die "the daemon for $1 exited before mounting"
+    sleep 0.1
+  done
+  die "$1 was not mounted within 10 s"
+}
+
+# The AppBox daemon's pid file: RuntimeDirectory.files(for:) (FNV-1a of the mountpoint).
+appbox_pid() {
+  python3 - "$1" <<'EOF'
+import os, sys
+path = os.path.realpath(sys.argv[1])
+h = 0xcbf29ce484222325
+for b in path.encode():
+    h = ((h ^ b) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
+xdg = os.environ.get("XDG_RUNTIME_DIR", "")
+runtime = xdg + "/appbox" if xdg.startswith("/") else ("/run/appbox" if os.geteuid() == 0 else f"/tmp/appbox-{os.geteuid()}")
+try:
+    print(open(f"{runtime}/{h:x}.pid").read().strip())
+except OSError:
+    pass
+EOF
+}
+
+if has_target native; then
+  mkdir -p "$NATIVE_DIR/Documents"
+  WORK[native]=$NATIVE_DIR/Documents BACKING[native]=$NATIVE_DIR/Documents
+fi
+if has_target bindfs; then
+  mkdir -p "$BINDFS_SRC/Documents" "$BINDFS_MNT"
+  bindfs -f "$BINDFS_SRC" "$BINDFS_MNT" &
+  BINDFS_PID=$!
+  wait_for_mount "$BINDFS_MNT" "$BINDFS_PID"
+  WORK[bindfs]=$BINDFS_MNT/Documents BACKING[bindfs]=$BINDFS_SRC/Documents
+fi
+if has_target appbox; then
+  mkdir -p "$APPBOX_BACKING" "$APPBOX_MNT"
+  "$APPBOX" mount --backing "$APPBOX_BACKING" "$APPBOX_MNT" || die "appbox mount failed"
+  wait_for_mount "$APPBOX_MNT"
+  APPBOX_PID=$(appbox_pid "$APPBOX_MNT")
+  [[ -n $APPBOX_PID ]] || log "warning: could not find the AppBox daemon's pid file"
+  [[ -d $APPBOX_MNT/Documents ]] || die "no Documents directory in the AppBox mount"
+  WORK[appbox]=$APPBOX_MNT/Documents BACKING[appbox]=$APPBOX_BACKING/Documents
+fi
+log "directories under $BASE (filesystem: $(findmnt -no FSTYPE -T "$BASE")); bindfs pid ${BINDFS_PID:--}, appbox pid ${APPBOX_PID:--}"
+
+# MARK: - Measuring
+
+RESULTS=$REPO/bench/results
+mkdir -p "$RESULTS"
+STAMP=$(date +%Y%m%d-%H%M%S)
+CSV=$RESULTS/runs-$STAMP.csv
+echo "workload,unit,better,target,run,value" >"$CSV"
+
+record() { # workload unit better target run value
+  echo "$1,$2,$3,$4,$5,$6" >>"$CSV"
+  log "$1 [$4] run $5: $6 $2"
+}
+drop_caches() { sync; echo 3 >/proc/sys/vm/drop_caches; }
+now() { echo "$EPOCHREALTIME"; }
+elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.4f", b - a }'; }
+rate() { awk -v n="$1" -v s="$2" 'BEGIN { printf "%.2f", n / s }'; }
+fio_iops() { # fio json on stdin, "read" or "write"
+  python3 -c 'import json,sys; print("%.1f" % json.load(sys.stdin)["jobs"][0][sys.argv[1]]["iops"])' "$1"
+}
+
+SEQ_BYTES=$((SEQ_MB * 1048576))
+
+bench_seqwrite() { # target run
+  local f=${WORK[$1]}/seq.dat t0 t1
+  rm -f "$f"; drop_caches
+  t0=$(now)
+  dd if=/dev/zero of="$f" bs=1M count="$SEQ_MB" conv=fsync status=none
+  t1=$(now)
+  record seqwrite MiB/s higher "$1" "$2" "$(rate "$SEQ_MB" "$(elapsed "$t0" "$t1")")"
+}
+
+bench_seqread() {
+  local f=${WORK[$1]}/seq.dat t0 t1
+  if [[ $(stat -c %s "$f" 2>/dev/null || echo 0) != "$SEQ_BYTES" ]]; then
+    dd if=/dev/zero of="$f" bs=1M count="$SEQ_MB" conv=fsync status=none
+  fi
+  drop_caches
+  t0=$(now)
+  dd if="$f" of=/dev/null bs=1M status=none
+  t1=$(now)
+  record seqread MiB/s higher "$1" "$2" "$(rate "$SEQ_MB" "$(elapsed "$t0" "$t1")")"
+}
+
+# Random I/O: the kernel's cache of the mount is cold, the backing file's pages are warm
+# (drop caches, then read the backing file directly), so the numbers compare the
+# passthrough layers and not the disk.
+rand_prepare() {
+  local f=${WORK[$1]}/rand.dat
+  [[ -f $f ]] || fio --name=layout --filename="$f" --size="$RAND_SIZE" --rw=write --bs=1M \
+    --ioengine=psync --end_fsync=1 --output=/dev/null
+  drop_caches
+  cat "${BACKING[$1]}/rand.dat" >/dev/null
+}
+
+bench_randread() {
+  rand_prepare "$1"
+  local out
+  out=$(fio --name=randread --filename="${WORK[$1]}/rand.dat" --size="$RAND_SIZE" --rw=randread --bs=4k \
+    --ioengine=psync --direct=0 --invalidate=0 --numjobs=1 --time_based --runtime="$RAND_SECONDS" --output-format=json)
+  record randread IOPS higher "$1" "$2" "$(fio_iops read <<<"$out")"
+}
+
+bench_randwrite() {
+  rand_prepare "$1"
+  local out
+  out=$(fio --name=randwrite --filename="${WORK[$1]}/rand.dat" --size="$RAND_SIZE" --rw=randwrite --bs=4k \
+    --ioengine=psync --direct=0 --invalidate=0 --numjobs=1 --time_based --runtime="$RAND_SECONDS" --end_fsync=1 \
+    --output-format=json)
+  record randwrite IOPS higher "$1" "$2" "$(fio_iops write <<<"$out")"
+}
+
+bench_meta() {
+  local out
+  drop_caches
+  out=$(python3 "$HERE/metaops.py" "${WORK[$1]}/meta" "$META_FILES")
+  local create=${out#*create=} stat=${out#*stat=} unlink=${out#*unlink=}
+  record create ops/s higher "$1" "$2" "${create%% *}"
+  record stat ops/s higher "$1" "$2" "${stat%% *}"
+  record unlink ops/s higher "$1" "$2" "${unlink%% *}"
+}
+
+# The tree: python's standard library and Debian's python packages (a few thousand real
+# files, tens of MB), tarred once per run of this script.
+TARBALL=$BASE/tree.tar
+make_tarball() {
+  [[ -f $TARBALL ]] && return
+  local sources=() d
+  for d in /usr/lib/python3.[0-9]* /usr/lib/python3/dist-packages; do [[ -d $d ]] && sources+=("${d#/}"); done
+  if ((${#sources[@]} == 0)); then
+    d=$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["stdlib"])')
+    sources=("${d#/}")
+  fi
+  (cd / && find "${sources[@]}" -type f | LC_ALL=C sort | awk -v n="$TREE_FILES" 'n == 0 || NR <= n') \
+    >"$BASE/tree.list"
+  tar cf "$TARBALL" -C / -T "$BASE/tree.list"
+  log "tree: $(wc -l <"$BASE/tree.list") files, $(du -h "$TARBALL" | cut -f1) tar from ${sources[*]}"
+}
+
+GIT=(git -c user.name=bench -c user.email=bench@localhost -c safe.directory='*' -c init.defaultBranch=main)
+
+bench_tree() { # target run: untar (+sync), git status, rm -rf; records what --only selects
+  local tree=${WORK[$1]}/tree t0 t1
+  rm -rf "$tree"; mkdir -p "$tree"; drop_caches
+  t0=$(now)
+  tar xf "$TARBALL" -C "$tree"
+  sync
+  t1=$(now)
+  if selected untar; then record untar s lower "$1" "$2" "$(elapsed "$t0" "$t1")"; fi
+  if selected gitstatus; then
+    (cd "$tree" && "${GIT[@]}" init -q && "${GIT[@]}" add -A && "${GIT[@]}" commit -q -m tree) >/dev/null
+    (cd "$tree" && "${GIT[@]}" status --porcelain >/dev/null) # warm
+    t0=$(now)
+    (cd "$tree" && "${GIT[@]}" status >/dev/null)
+    t1=$(now)
+    record gitstatus s lower "$1" "$2" "$(elapsed "$t0" "$t1")"
+  fi
+  t0=$(now)
+  rm -rf "$tree"
+  t1=$(now)
+  if selected rm; then record rm s lower "$1" "$2" "$(elapsed "$t0" "$t1")"; fi
+}
+
+# Runs are interleaved across targets (run 1 on each, then run 2…) so that drift of the
+# machine hits all three alike.
+each() { # function
+  local run t
+  for ((run = 1; run <= RUNS; run++)); do
+    for t in "${TARGET_LIST[@]}"; do "$1" "$t" "$run"; done
+  done
+}
+
+START=$(now)
+selected seqwrite && each bench_seqwrite
+selected seqread && each bench_seqread
+for t in "${TARGET_LIST[@]}"; do rm -f "${WORK[$t]}/seq.dat"; done
+selected randread && each bench_randread
+selected randwrite && each bench_randwrite
+for t in "${TARGET_LIST[@]}"; do rm -f "${WORK[$t]}/rand.dat"; done
+selected meta && each bench_meta
+if selected untar || selected gitstatus || selected rm; then
+  make_tarball
+  each bench_tree
+fi
+
+# MARK: - Report
+
+APPBOX_REV=$(cd "$REPO" && git rev-parse --short HEAD 2>/dev/null || echo unknown)
+cp "$CSV" "$RESULTS/latest.csv"
+python3 "$HERE/report.py" "$CSV" "$RESULTS/latest.md" \
+  "date: $(date -u +%Y-%m-%dT%H:%MZ), $(uname -sr), $(nproc) CPUs, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo)" \
+  "disk: $(findmnt -no FSTYPE,SOURCE -T "$BASE") under $DIR; runs: $RUNS (medians); mode: $( ((QUICK)) && echo quick || echo full)" \
+  "sizes: sequential $SEQ_MB MiB (dd bs=1M, conv=fsync); random fio psync 4k on $RAND_SIZE for ${RAND_SECONDS}s (mount cache cold, backing cache warm); $META_FILES files; tree $(if [[ -f $BASE/tree.list ]]; then echo "$(wc -l <"$BASE/tree.list") files"; else echo -; fi)" \
+  "bindfs: $(bindfs --version 2>/dev/null | head -1 || echo -) with default options; AppBox: $APPBOX at $APPBOX_REV" \
+  "raw runs: bench/results/$(basename "$CSV")"
+log "done in $(elapsed "$START" "$(now)") s; table in $RESULTS/latest.md, raw runs in $CSV"

@@ -1,0 +1,108 @@
+#!/usr/bin/env python3
+"""Summarises bench.sh's raw CSV: the median per workload and target, side by side.
+
+Usage: report.py RUNS.csv LATEST.md [header line ...]
+
+The CSV has the columns workload,unit,better,target,run,value where `better` is
+"higher" (rates) or "lower" (times). The speed ratios are oriented so that a ratio
+above 1 always means AppBox is faster: rate(AppBox) / rate(other) for rates,
+time(other) / time(AppBox) for times.
+"""
+
+import csv
+import statistics
+import sys
+
+ORDER = [
+    "seqwrite", "seqread", "randread", "randwrite",
+    "create", "stat", "unlink", "untar", "gitstatus", "rm",
+]
+TITLES = {
+    "seqwrite": "sequential write (fsync)",
+    "seqread": "sequential read, cold cache",
+    "randread": "4 KiB random read",
+    "randwrite": "4 KiB random write (end fsync)",
+    "create": "create empty files",
+    "stat": "stat files",
+    "unlink": "unlink files",
+    "untar": "untar + sync",
+    "gitstatus": "git status (warm)",
+    "rm": "rm -rf tree",
+}
+TARGETS = ["native", "bindfs", "appbox"]
+
+
+def fmt(value):
+    if value is None:
+        return "–"
+    if value >= 1000:
+        return f"{value:,.0f}"
+    if value >= 10:
+        return f"{value:.1f}"
+    return f"{value:.3f}"
+
+
+def speed(appbox, other, better):
+    if appbox is None or other is None or appbox == 0 or other == 0:
+        return None
+    return appbox / other if better == "higher" else other / appbox
+
+
+def main() -> int:
+    runs_path, md_path, header = sys.argv[1], sys.argv[2], sys.argv[3:]
+    values, units, better, counts = {}, {}, {}, {}
+    with open(runs_path, newline="") as f:
+        for row in csv.DictReader(f):
+            key = (row["workload"], row["target"])
+            values.setdefault(key, []).append(float(row["value"]))
+            units[row["workload"]] = row["unit"]
+            better[row["workload"]] = row["better"]
+    workloads = [w for w in ORDER if w in units] + sorted(w for w in units if w not in ORDER)
+
+    columns = [
+        "workload", "unit", "native", "bindfs", "appbox",
+        "appbox vs native (×)", "appbox vs bindfs (×)", "ahead of bindfs",
+    ]
+    rows = []
+    for w in workloads:
+        med = {}
+        for t in TARGETS:
+            vs = values.get((w, t))
+            med[t] = statistics.median(vs) if vs else None
+            counts[t] = max(counts.get(t, 0), len(vs or []))
+        unit = units[w] + (" ↑" if better[w] == "higher" else " ↓")
+        vn = speed(med["appbox"], med["native"], better[w])
+        vb = speed(med["appbox"], med["bindfs"], better[w])
+        ahead = "–" if vb is None else ("yes" if vb > 1 else "**NO**")
+        rows.append([
+            TITLES.get(w, w), unit, fmt(med["native"]), fmt(med["bindfs"]), fmt(med["appbox"]),
+            "–" if vn is None else f"{vn:.2f}", "–" if vb is None else f"{vb:.2f}", ahead,
+        ])
+
+    legend = (
+        "Medians over the runs. Unit ↑ = higher is better (rates), ↓ = lower is better (seconds). "
+        "Ratio columns are speed ratios: above 1 means AppBox is faster "
+        "(rate(AppBox)/rate(other), or time(other)/time(AppBox))."
+    )
+    widths = [max(len(c), *(len(r[i]) for r in rows)) for i, c in enumerate(columns)]
+    line = lambda cells: "  ".join(c.ljust(widths[i]) if i < 2 else c.rjust(widths[i]) for i, c in enumerate(cells))
+    print(line(columns))
+    print("  ".join("-" * w for w in widths))
+    for r in rows:
+        print(line(r))
+    print(legend)
+
+    with open(md_path, "w") as f:
+        f.write("# AppBox benchmark\n\n")
+        for h in header:
+            f.write(f"- {h}\n")
+        f.write("\n| " + " | ".join(columns) + " |\n")
+        f.write("|" + "|".join(["---", "---"] + ["---:"] * (len(columns) - 2)) + "|\n")
+        for r in rows:
+            f.write("| " + " | ".join(r) + " |\n")
+        f.write(f"\n{legend}\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
