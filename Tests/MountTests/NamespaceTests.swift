@@ -152,16 +152,17 @@ struct NamespaceTests {
     try fixture.unmount()
   }
 
-  @Test("rename of directories: into another domain, over an empty dir, ENOTEMPTY, EISDIR, ENOTDIR, EINVAL into itself")
+  @Test("rename of directories: into a subdirectory, over an empty dir, ENOTEMPTY, EISDIR, ENOTDIR, EINVAL into itself")
   func renameDirectories() throws {
     let fixture = try MountFixture.unlocked()
     #expect(mkdir(fixture.path("Documents/src"), 0o755) == 0)
+    #expect(mkdir(fixture.path("Documents/parent"), 0o755) == 0)
     try writeFile(fixture.path("Documents/src/f"), bytes("f"))
-    #expect(rename(fixture.path("Documents/src"), fixture.path("Library/Caches/moved")) == 0)
-    #expect(try readFile(fixture.path("Library/Caches/moved/f")) == bytes("f"))
-    #expect(try readFile(fixture.backingPath("Library/Caches/moved/f")) == bytes("f"))
+    #expect(rename(fixture.path("Documents/src"), fixture.path("Documents/parent/moved")) == 0)
+    #expect(try readFile(fixture.path("Documents/parent/moved/f")) == bytes("f"))
+    #expect(try readFile(fixture.backingPath("Documents/parent/moved/f")) == bytes("f"))
     #expect(mkdir(fixture.path("Documents/empty"), 0o755) == 0)
-    #expect(rename(fixture.path("Library/Caches/moved"), fixture.path("Documents/empty")) == 0)
+    #expect(rename(fixture.path("Documents/parent/moved"), fixture.path("Documents/empty")) == 0)
     #expect(try directoryNames(fixture.path("Documents/empty")) == ["f"])
     #expect(mkdir(fixture.path("Documents/other"), 0o755) == 0)
     #expect(errnoOf(rename(fixture.path("Documents/other"), fixture.path("Documents/empty"))) == ENOTEMPTY)
@@ -191,21 +192,22 @@ struct NamespaceTests {
     try fixture.unmount()
   }
 
-  @Test("RENAME_EXCHANGE swaps two files (and a file with a directory); ENOENT when one is missing")
+  @Test("RENAME_EXCHANGE swaps two files (and a file with a directory) in one domain; ENOENT when one is missing")
   func renameExchange() throws {
     let fixture = try MountFixture.unlocked()
+    #expect(mkdir(fixture.path("Documents/sub"), 0o755) == 0)
     try writeFile(fixture.path("Documents/a"), bytes("A"))
-    try writeFile(fixture.path("Library/Caches/b"), bytes("BB"))
+    try writeFile(fixture.path("Documents/sub/b"), bytes("BB"))
     let inoA = try statPath(fixture.path("Documents/a")).st_ino
     #expect(
       Libc.renameat2(
-        AT_FDCWD, fixture.path("Documents/a"), AT_FDCWD, fixture.path("Library/Caches/b"), LinuxConstants.RENAME_EXCHANGE)
+        AT_FDCWD, fixture.path("Documents/a"), AT_FDCWD, fixture.path("Documents/sub/b"), LinuxConstants.RENAME_EXCHANGE)
         == 0)
     #expect(try readFile(fixture.path("Documents/a")) == bytes("BB"))
-    #expect(try readFile(fixture.path("Library/Caches/b")) == bytes("A"))
-    #expect(try statPath(fixture.path("Library/Caches/b")).st_ino == inoA)
+    #expect(try readFile(fixture.path("Documents/sub/b")) == bytes("A"))
+    #expect(try statPath(fixture.path("Documents/sub/b")).st_ino == inoA)
     #expect(try readFile(fixture.backingPath("Documents/a")) == bytes("BB"))
-    #expect(try readFile(fixture.backingPath("Library/Caches/b")) == bytes("A"))
+    #expect(try readFile(fixture.backingPath("Documents/sub/b")) == bytes("A"))
     #expect(mkdir(fixture.path("Documents/dir"), 0o755) == 0)
     #expect(
       Libc.renameat2(
@@ -216,6 +218,35 @@ struct NamespaceTests {
     let missing = Libc.renameat2(
       AT_FDCWD, fixture.path("Documents/a"), AT_FDCWD, fixture.path("Documents/none"), LinuxConstants.RENAME_EXCHANGE)
     #expect(errnoOf(missing) == ENOENT)
+    try fixture.unmount()
+  }
+
+  @Test("RENAME_EXCHANGE of two regular files in different domains swaps them, as files move freely between domains")
+  func renameExchangeFilesAcrossDomains() throws {
+    let fixture = try MountFixture.unlocked()
+    try writeFile(fixture.path("Documents/a"), bytes("A"))
+    try writeFile(fixture.path("Library/Caches/b"), bytes("BB"))
+    // Each file alone may move across (see fileRenameAcrossDomains); exchanging them is two such moves.
+    let result = Libc.renameat2(
+      AT_FDCWD, fixture.path("Documents/a"), AT_FDCWD, fixture.path("Library/Caches/b"), LinuxConstants.RENAME_EXCHANGE)
+    #expect(errnoOf(result) == 0)
+    #expect(try readFile(fixture.path("Documents/a")) == bytes(result == 0 ? "BB" : "A"))
+    #expect(try readFile(fixture.backingPath("Library/Caches/b")) == bytes(result == 0 ? "A" : "BB"))
+    try fixture.unmount()
+  }
+
+  @Test("RENAME_EXCHANGE involving a directory in another domain is EXDEV and changes nothing")
+  func renameExchangeDirectoryAcrossDomains() throws {
+    let fixture = try MountFixture.unlocked()
+    #expect(mkdir(fixture.path("Documents/d"), 0o755) == 0)
+    #expect(mkdir(fixture.path("tmp/e"), 0o755) == 0)
+    try writeFile(fixture.path("tmp/f"), bytes("f"))
+    for (a, b) in [("Documents/d", "tmp/e"), ("Documents/d", "tmp/f")] {
+      let result = Libc.renameat2(AT_FDCWD, fixture.path(a), AT_FDCWD, fixture.path(b), LinuxConstants.RENAME_EXCHANGE)
+      #expect(errnoOf(result) == EXDEV, "\(a) <-> \(b)")
+    }
+    #expect(fileType(try statPath(fixture.path("Documents/d"))) == S_IFDIR)
+    #expect(try readFile(fixture.path("tmp/f")) == bytes("f"))
     try fixture.unmount()
   }
 
@@ -243,7 +274,8 @@ struct NamespaceTests {
   func hardLinks() throws {
     let fixture = try MountFixture.unlocked()
     let a = fixture.path("Documents/a")
-    let b = fixture.path("Library/Application Support/b")
+    let b = fixture.path("Documents/sub/b")
+    #expect(mkdir(fixture.path("Documents/sub"), 0o755) == 0)
     try writeFile(a, bytes("shared"))
     #expect(link(a, b) == 0)
     let sa = try statPath(a)
@@ -252,7 +284,7 @@ struct NamespaceTests {
     #expect(sa.st_nlink == 2)
     #expect(sb.st_nlink == 2)
     let ba = try statPath(fixture.backingPath("Documents/a"))
-    let bb = try statPath(fixture.backingPath("Library/Application Support/b"))
+    let bb = try statPath(fixture.backingPath("Documents/sub/b"))
     #expect(ba.st_ino == bb.st_ino)
     #expect(ba.st_nlink == 2)
     let fd = try openFile(b, O_WRONLY | O_APPEND)
@@ -407,6 +439,53 @@ struct NamespaceTests {
     #expect(Set(listed) == Set(names.map { Array($0.utf8) }))
     #expect(listed.count == names.count)
     for (i, name) in names.enumerated() { #expect(try readFile(fixture.path("Documents/" + name)) == bytes("\(i)")) }
+    try fixture.unmount()
+  }
+
+  // MARK: - storage domains
+
+  @Test(
+    "a directory never changes domain: rename to another domain is EXDEV and changes nothing; `mv` falls back to copying",
+    arguments: [("Documents/d", "tmp/d"), ("Library/Caches/d", "Documents/d"), ("tmp/d", "Library/Application Support/d"),
+                ("Library/Preferences/d", "Library/Caches/d")])
+  func directoryRenameAcrossDomains(source: String, target: String) throws {
+    let fixture = try MountFixture.unlocked()
+    #expect(mkdir(fixture.path(source), 0o755) == 0)
+    try writeFile(fixture.path(source + "/f"), bytes("f"))
+    #expect(errnoOf(rename(fixture.path(source), fixture.path(target))) == EXDEV)
+    #expect(try readFile(fixture.path(source + "/f")) == bytes("f"))
+    #expect(errnoOf(access(fixture.path(target), F_OK)) == ENOENT)
+    #expect(errnoOf(access(fixture.backingPath(target), F_OK)) == ENOENT)
+    try Command.shell("mv " + shellQuote(fixture.path(source)) + " " + shellQuote(fixture.path(target)))
+    #expect(try readFile(fixture.path(target + "/f")) == bytes("f"))
+    #expect(errnoOf(access(fixture.path(source), F_OK)) == ENOENT)
+    try fixture.unmount()
+  }
+
+  @Test("a file moves freely between domains, its bytes and inode with it")
+  func fileRenameAcrossDomains() throws {
+    let fixture = try MountFixture.unlocked()
+    try writeFile(fixture.path("tmp/f"), pattern(50_000, seed: 8))
+    let ino = try statPath(fixture.path("tmp/f")).st_ino
+    #expect(rename(fixture.path("tmp/f"), fixture.path("Documents/f")) == 0)
+    #expect(try statPath(fixture.path("Documents/f")).st_ino == ino)
+    #expect(rename(fixture.path("Documents/f"), fixture.path("Library/Caches/f")) == 0)
+    #expect(try readFile(fixture.path("Library/Caches/f")) == pattern(50_000, seed: 8))
+    #expect(try readFile(fixture.backingPath("Library/Caches/f")) == pattern(50_000, seed: 8))
+    #expect(try directoryNames(fixture.backingPath("tmp")) == [])
+    #expect(try directoryNames(fixture.backingPath("Documents")) == [])
+    try fixture.unmount()
+  }
+
+  @Test("hard links stay within a domain: EXDEV across domains, nothing created")
+  func linkAcrossDomains() throws {
+    let fixture = try MountFixture.unlocked()
+    try writeFile(fixture.path("Library/Caches/a"), bytes("a"))
+    #expect(errnoOf(link(fixture.path("Library/Caches/a"), fixture.path("Documents/a"))) == EXDEV)
+    #expect(errnoOf(link(fixture.path("Library/Caches/a"), fixture.path("tmp/a"))) == EXDEV)
+    #expect(try statPath(fixture.path("Library/Caches/a")).st_nlink == 1)
+    #expect(try directoryNames(fixture.path("Documents")) == [])
+    #expect(try directoryNames(fixture.backingPath("tmp")) == [])
     try fixture.unmount()
   }
 }

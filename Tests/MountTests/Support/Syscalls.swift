@@ -252,6 +252,12 @@ func listXattr(_ path: String) throws -> [[UInt8]] {
   return buffer[..<n].map { UInt8(bitPattern: $0) }.split(separator: 0).map(Array.init)
 }
 
+/// The attribute names of a backing file without AppBox's own metadata (its reserved
+/// `user.appbox.` names other than encoded foreign names `user.appbox.x.`).
+func backingXattrNames(_ path: String) throws -> [String] {
+  try listXattrNames(path).filter { !$0.hasPrefix("user.appbox.") || $0.hasPrefix("user.appbox.x.") }
+}
+
 /// The attribute names of a file as strings.
 func listXattrNames(_ path: String) throws -> [String] {
   try listXattr(path).map { String(decoding: $0, as: UTF8.self) }
