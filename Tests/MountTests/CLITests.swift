@@ -1,0 +1,174 @@
+import Foundation
+import Testing
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// `appbox` command-line errors: exit code, message, and nothing changed.
+@Suite("Command line", .needsFUSE, .serialized, .timeLimit(.minutes(2)))
+struct CLITests {
+  /// A fresh temp directory with a backing dir, removed at the end.
+  final class Scratch {
+    let root: String
+    init() throws {
+      var template = Array("/tmp/appbox-cli-XXXXXX".utf8CString)
+      guard let made = mkdtemp(&template) else { throw SyscallError(call: "mkdtemp", code: errno) }
+      root = String(cString: made)
+      try check(mkdir(root + "/backing", 0o755), "mkdir backing")
+    }
+    deinit { _ = try? FileManager.default.removeItem(atPath: root) }
+    var backing: String { root + "/backing" }
+    /// Names in the scratch root and in the backing dir.
+    func snapshot() throws -> [String] {
+      try directoryNames(root) + ["--"] + directoryNames(backing)
+    }
+  }
+
+  static func appbox(_ arguments: String...) throws -> CommandResult {
+    try Command.run(Command.appbox, arguments)
+  }
+
+  @Test("mount on a missing mountpoint exits 66 and says so; nothing is created")
+  func missingMountpoint() throws {
+    let scratch = try Scratch()
+    let before = try scratch.snapshot()
+    let result = try Self.appbox("mount", "--backing", scratch.backing, scratch.root + "/nowhere")
+    #expect(result.status == 66)
+    #expect(result.error.contains("does not exist"), "\(result.error)")
+    #expect(result.error.contains(scratch.root + "/nowhere"))
+    #expect(try scratch.snapshot() == before)
+    #expect(!MountFixture.isMounted(scratch.root + "/nowhere"))
+  }
+
+  @Test("mount on a regular file exits 66; the file is unchanged")
+  func fileMountpoint() throws {
+    let scratch = try Scratch()
+    try writeFile(scratch.root + "/file", bytes("keep"))
+    let before = try scratch.snapshot()
+    let result = try Self.appbox("mount", "--backing", scratch.backing, scratch.root + "/file")
+    #expect(result.status == 66)
+    #expect(result.error.contains("not a directory"), "\(result.error)")
+    #expect(try readFile(scratch.root + "/file") == bytes("keep"))
+    #expect(try scratch.snapshot() == before)
+    #expect(!MountFixture.isMounted(scratch.root + "/file"))
+  }
+
+  @Test("mount on an already mounted mountpoint exits 75; the existing mount keeps working")
+  func alreadyMounted() throws {
+    let fixture = try MountFixture.unlocked()
+    try writeFile(fixture.path("Documents/kept"), bytes("kept"))
+    let other = try Scratch()
+    let result = try Self.appbox("mount", "--backing", other.backing, fixture.mountpoint)
+    #expect(result.status == 75)
+    #expect(result.error.contains("already mounted"), "\(result.error)")
+    #expect(try readFile(fixture.path("Documents/kept")) == bytes("kept"))
+    #expect(try directoryNames(other.backing) == [], "the second backing dir was touched")
+    let table = try String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8)
+    #expect(table.split(separator: "\n").filter { $0.contains(" \(fixture.mountpoint) ") }.count == 1)
+    try fixture.unmount()
+  }
+
+  @Test("an unknown -o option exits 64 and names the option; nothing is mounted", arguments: ["bogus", "allow_other,nonsense", "fsname="])
+  func unknownOption(option: String) throws {
+    let scratch = try Scratch()
+    try check(mkdir(scratch.root + "/mnt", 0o755), "mkdir mnt")
+    let before = try scratch.snapshot()
+    let result = try Self.appbox("mount", "--backing", scratch.backing, "-o", option, scratch.root + "/mnt")
+    #expect(result.status == 64)
+    #expect(result.error.contains("-o"), "\(result.error)")
+    #expect(!MountFixture.isMounted(scratch.root + "/mnt"))
+    #expect(try scratch.snapshot() == before)
+    #expect(try directoryNames(scratch.root + "/mnt") == [])
+  }
+
+  @Test("a missing backing directory exits 66 and is not created")
+  func missingBacking() throws {
+    let scratch = try Scratch()
+    try check(mkdir(scratch.root + "/mnt", 0o755), "mkdir mnt")
+    let before = try scratch.snapshot()
+    let result = try Self.appbox("mount", "--backing", scratch.root + "/nobacking", scratch.root + "/mnt")
+    #expect(result.status == 66)
+    #expect(result.error.contains("backing"), "\(result.error)")
+    #expect(errnoOf(access(scratch.root + "/nobacking", F_OK)) == ENOENT)
+    #expect(!MountFixture.isMounted(scratch.root + "/mnt"))
+    #expect(try scratch.snapshot() == before)
+  }
+
+  @Test("a backing path that is a file exits 66")
+  func fileBacking() throws {
+    let scratch = try Scratch()
+    try check(mkdir(scratch.root + "/mnt", 0o755), "mkdir mnt")
+    try writeFile(scratch.root + "/notadir", bytes("x"))
+    let result = try Self.appbox("mount", "--backing", scratch.root + "/notadir", scratch.root + "/mnt")
+    #expect(result.status == 66)
+    #expect(!MountFixture.isMounted(scratch.root + "/mnt"))
+    #expect(try readFile(scratch.root + "/notadir") == bytes("x"))
+  }
+
+  @Test("usage errors exit 64 with a hint", arguments: [["frobnicate"], [], ["mount"], ["mount", "--bogus", "/tmp"], ["mount", "a", "b"]])
+  func usageErrors(arguments: [String]) throws {
+    let result = try Command.run(Command.appbox, arguments)
+    #expect(result.status == 64, "\(arguments): \(result.error)")
+    #expect(!result.error.isEmpty)
+    if arguments == ["frobnicate"] {
+      #expect(result.error.contains("frobnicate"))
+      #expect(result.error.contains("--help"))
+    }
+  }
+
+  @Test("--version exits 0 and prints the version")
+  func version() throws {
+    let result = try Self.appbox("--version")
+    #expect(result.status == 0)
+    #expect(result.output.hasPrefix("appbox "))
+    #expect(result.output.contains("."))
+    #expect(result.error.isEmpty)
+  }
+
+  @Test("--help exits 0 and lists mount and unmount")
+  func help() throws {
+    let result = try Self.appbox("--help")
+    #expect(result.status == 0)
+    #expect(result.output.contains("mount"))
+    #expect(result.output.contains("unmount"))
+  }
+
+  @Test("unmount of a directory that is not mounted exits 75")
+  func unmountNotMounted() throws {
+    let scratch = try Scratch()
+    try check(mkdir(scratch.root + "/mnt", 0o755), "mkdir mnt")
+    let result = try Self.appbox("unmount", scratch.root + "/mnt")
+    #expect(result.status == 75, "\(result.error)")
+    #expect(!result.error.isEmpty)
+  }
+
+  @Test("unmount while a file is open in the mount exits 75 (busy), suggests --lazy, and keeps the mount")
+  func unmountBusy() throws {
+    let fixture = try MountFixture.unlocked()
+    let fd = try openFile(fixture.path("Documents/open"), O_RDWR | O_CREAT, 0o644)
+    let result = try Self.appbox("unmount", fixture.mountpoint)
+    #expect(result.status == 75, "\(result.error)")
+    #expect(result.error.contains("--lazy"))
+    #expect(MountFixture.isMounted(fixture.mountpoint))
+    try writeAll(fd, bytes("still"))
+    close(fd)
+    #expect(try readFile(fixture.backingPath("Documents/open")) == bytes("still"))
+    try fixture.unmount()
+  }
+
+  @Test("a remount of the same backing dir shows the data written before")
+  func remountKeepsData() throws {
+    let fixture = try MountFixture.unlocked()
+    try writeFile(fixture.path("Documents/persist"), bytes("persisted"))
+    #expect(setXattr(fixture.path("Documents/persist"), "com.apple.MobileBackup", [1]) == 0)
+    try fixture.unmount()
+    let result = try Self.appbox("mount", "--unlocked", "--backing", fixture.backing, fixture.mountpoint)
+    #expect(result.status == 0, "\(result.error)")
+    defer { _ = try? Self.appbox("unmount", fixture.mountpoint) }
+    #expect(try readFile(fixture.path("Documents/persist")) == bytes("persisted"))
+    #expect(try getXattr(fixture.path("Documents/persist"), "com.apple.MobileBackup") == [1])
+    #expect(try Self.appbox("unmount", fixture.mountpoint).status == 0)
+    #expect(!MountFixture.isMounted(fixture.mountpoint))
+  }
+}
