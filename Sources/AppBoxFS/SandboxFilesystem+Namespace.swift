@@ -9,9 +9,9 @@ import SandboxPolicy
 // MARK: - Creating, removing, renaming and linking names
 //
 // Layout: nothing new at the container root; fixed directories are never removed,
-// renamed or replaced. Domains: a directory never changes domain (a rename that would
-// move one, or exchange across domains, is EXDEV, which `mv` and Foundation answer by
-// copying); files may move between domains, and their bytes move with them.
+// renamed or replaced. Domains: a directory never changes domain (a rename or exchange
+// that would move one is EXDEV, which `mv` and Foundation answer by copying); files may
+// move (and be exchanged) between domains, and their bytes move with them.
 
 extension SandboxFilesystem {
   /// `mknod` (regular files, fifos, sockets; devices when the caller may): +1 lookup.
@@ -116,7 +116,7 @@ extension SandboxFilesystem {
     let exchange = flags & Linux.renameExchange != 0
     if from.domain != to.domain {
       let moves = [source] + (exchange ? target.map { [$0] } ?? [] : [])
-      if exchange || moves.contains(where: { $0.st_mode & S_IFMT == S_IFDIR }) { throw .crossDevice }
+      if moves.contains(where: { $0.st_mode & S_IFMT == S_IFDIR }) { throw .crossDevice }
     }
     try Sys.renameat2(from.fd, name, to.fd, newName, flags)
     defer {
