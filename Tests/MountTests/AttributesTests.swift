@@ -6,7 +6,7 @@ import Testing
 #endif
 
 /// lookup/getattr/setattr: stat, chmod, chown, truncate, utimens, access, statfs.
-@Suite("Attributes", .needsFUSE, .serialized, .timeLimit(.minutes(3)))
+@Suite("Attributes", .needsFUSE, .serialized, .timeLimit(.minutes(10)))
 struct AttributesTests {
   @Test("stat of a new file, fstat and the backing file agree")
   func statNewFile() throws {

@@ -6,7 +6,7 @@ import Testing
 #endif
 
 /// `appbox` command-line errors: exit code, message, and nothing changed.
-@Suite("Command line", .needsFUSE, .serialized, .timeLimit(.minutes(2)))
+@Suite("Command line", .needsFUSE, .serialized, .timeLimit(.minutes(10)))
 struct CLITests {
   /// A fresh temp directory with a backing dir, removed at the end.
   final class Scratch {

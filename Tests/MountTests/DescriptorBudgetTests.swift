@@ -8,7 +8,7 @@ import Testing
 /// Every inode the kernel holds costs the daemon a descriptor: with more files than the
 /// daemon may open, AppBox must ask the kernel to drop idle inodes instead of failing
 /// lookups with EMFILE.
-@Suite("Descriptor budget", .needsFUSE, .timeLimit(.minutes(3)))
+@Suite("Descriptor budget", .needsFUSE, .timeLimit(.minutes(10)))
 struct DescriptorBudgetTests {
   @Test("3,000 files through a daemon limited to 512 descriptors: create, list with attributes, read, remove")
   func moreFilesThanDescriptors() throws {

@@ -16,7 +16,7 @@ import Testing
   import Glibc
 #endif
 
-@Suite("Differential: mount vs plain directory", .needsFUSE, .timeLimit(.minutes(5)))
+@Suite("Differential: mount vs plain directory", .needsFUSE, .timeLimit(.minutes(10)))
 struct DifferentialTests {
   static let defaultSeed: UInt64 = 0xA9B0_C0DE_2024_0001
   static let defaultCount = 3000

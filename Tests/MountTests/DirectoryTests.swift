@@ -6,7 +6,7 @@ import Testing
 #endif
 
 /// opendir/readdir/releasedir, fsyncdir, large and deep directories.
-@Suite("Directories", .needsFUSE, .serialized, .timeLimit(.minutes(5)))
+@Suite("Directories", .needsFUSE, .serialized, .timeLimit(.minutes(10)))
 struct DirectoryTests {
   @Test("readdir lists each entry once with its d_type, plus . and ..")
   func readdirTypes() throws {

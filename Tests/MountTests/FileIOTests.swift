@@ -6,7 +6,7 @@ import Testing
 #endif
 
 /// open/create, read/write, flush/release, fsync, fallocate, lseek, copy_file_range.
-@Suite("File I/O", .needsFUSE, .serialized, .timeLimit(.minutes(3)))
+@Suite("File I/O", .needsFUSE, .serialized, .timeLimit(.minutes(10)))
 struct FileIOTests {
   @Test("O_CREAT|O_EXCL creates once, then fails with EEXIST")
   func createExclusive() throws {

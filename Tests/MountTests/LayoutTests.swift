@@ -7,7 +7,7 @@ import Testing
 
 /// The fixed sandbox layout: its directories cannot be removed, renamed or replaced, and
 /// nothing new appears at the root; below the fixed directories everything is the user's.
-@Suite("Layout", .needsFUSE, .serialized, .timeLimit(.minutes(3)))
+@Suite("Layout", .needsFUSE, .serialized, .timeLimit(.minutes(10)))
 struct LayoutTests {
   static let fixed = ["Documents", "Library", "Library/Application Support", "Library/Preferences", "Library/Caches", "tmp"]
 

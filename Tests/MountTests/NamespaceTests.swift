@@ -6,7 +6,7 @@ import Testing
 #endif
 
 /// mkdir, unlink, rmdir, symlink, readlink, rename (incl. renameat2 flags), link, mknod.
-@Suite("Namespace", .needsFUSE, .serialized, .timeLimit(.minutes(3)))
+@Suite("Namespace", .needsFUSE, .serialized, .timeLimit(.minutes(10)))
 struct NamespaceTests {
   // MARK: - mkdir, unlink, rmdir
 

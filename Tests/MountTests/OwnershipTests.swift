@@ -7,7 +7,7 @@ import Testing
 
 /// New nodes belong to the calling user; the kernel checks mode bits (default_permissions).
 /// Other users reach the mount through `-o allow_other`; they run as uid/gid 65534.
-@Suite("Ownership", .needsFUSE, .serialized, .timeLimit(.minutes(3)))
+@Suite("Ownership", .needsFUSE, .serialized, .timeLimit(.minutes(10)))
 struct OwnershipTests {
   static let nobody: uid_t = 65534
 

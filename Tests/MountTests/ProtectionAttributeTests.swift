@@ -5,7 +5,7 @@ import Testing
   import Glibc
 #endif
 
-@Suite("Protection classes: the attribute, inheritance, persistence", .needsFUSE, .timeLimit(.minutes(3)))
+@Suite("Protection classes: the attribute, inheritance, persistence", .needsFUSE, .timeLimit(.minutes(10)))
 struct ProtectionAttributeTests {
   static let fixedDirectories = [
     "Documents", "Library/Application Support", "Library/Preferences", "Library/Caches", "tmp",
@@ -33,7 +33,7 @@ struct ProtectionAttributeTests {
       #expect(Sys2.protection(fixture.path(directory + "/dir")) == c, "\(directory)/dir")
       #expect(backingClass(fixture.backingPath(directory + "/file")) == c, "stored on the backing file")
     }
-    try fixture.unmountChecked()
+    try fixture.unmount()
   }
 
   @Test(
@@ -51,7 +51,7 @@ struct ProtectionAttributeTests {
       #expect(mkdir(fixture.path(directory + "/dir"), 0o755) == 0)
       #expect(Sys2.protection(fixture.path(directory + "/dir")) == canonical)
     }
-    try fixture.unmountChecked()
+    try fixture.unmount()
   }
 
   @Test("a directory's class goes to new files and new subdirectories, recursively", arguments: TestClass.allCases)
@@ -74,7 +74,7 @@ struct ProtectionAttributeTests {
     // A sibling directory is unaffected.
     #expect(mkdir(fixture.path("Library/Application Support/other"), 0o755) == 0)
     #expect(Sys2.protection(fixture.path("Library/Application Support/other")) == TestClass.C.name)
-    try fixture.unmountChecked()
+    try fixture.unmount()
   }
 
   @Test(
@@ -98,7 +98,7 @@ struct ProtectionAttributeTests {
     #expect(Sys2.setxattr(file, ProtectionAttribute.protection, spelling) == 0)
     #expect(Sys2.protection(file) == canonical)
     #expect(backingClass(fixture.backingPath("Documents/f")) == canonical, "the backing keeps the canonical name")
-    try fixture.unmountChecked()
+    try fixture.unmount()
   }
 
   @Test("anything else is EINVAL and changes nothing")
@@ -115,7 +115,7 @@ struct ProtectionAttributeTests {
     }
     #expect(Sys2.protection(file) == "complete")
     #expect(backingClass(fixture.backingPath("Documents/f")) == "complete")
-    try fixture.unmountChecked()
+    try fixture.unmount()
   }
 
   @Test("the device state is a read-only attribute of the root")
@@ -125,7 +125,7 @@ struct ProtectionAttributeTests {
     #expect(Sys2.setxattr(fixture.mountpoint, ProtectionAttribute.deviceState, "LOCKED") == EPERM)
     #expect(Sys2.setxattr(fixture.mountpoint, ProtectionAttribute.deviceState, "UNLOCKED") == EPERM)
     #expect(fixture.deviceState == "UNLOCKED")
-    try fixture.unmountChecked()
+    try fixture.unmount()
   }
 
   @Test("changing a class while LOCKED needs the current class to be accessible")
@@ -164,7 +164,7 @@ struct ProtectionAttributeTests {
 
     try fixture.control("unlock")
     #expect(Sys2.setxattr(fixture.path("Documents/A"), ProtectionAttribute.protection, "none") == 0)
-    try fixture.unmountChecked()
+    try fixture.unmount()
   }
 
   @Test("a class survives rename (also across domains) and remount")

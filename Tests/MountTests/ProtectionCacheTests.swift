@@ -49,7 +49,7 @@ final class InteractiveChild {
   }
 }
 
-@Suite("Data Protection and the kernel's caches", .needsFUSE, .timeLimit(.minutes(2)))
+@Suite("Data Protection and the kernel's caches", .needsFUSE, .timeLimit(.minutes(10)))
 struct ProtectionCacheTests {
   static let secret = String(repeating: "TOPSECRET-", count: 1000)  // 10,000 bytes: three pages
 
@@ -91,7 +91,7 @@ struct ProtectionCacheTests {
     #expect(Sys2.pread(fd, count: 10_000).1 == Self.secret)
     close(fd)
     close(plain)
-    try fixture.unmountChecked()
+    try fixture.unmount()
   }
 
   @Test("class A: an mmap'd page faults with SIGBUS once LOCKED")
@@ -118,7 +118,7 @@ struct ProtectionCacheTests {
     #expect(child.process.terminationReason == .uncaughtSignal, "child exited \(child.process.terminationStatus): \(stderr)")
     #expect(child.process.terminationStatus == SIGBUS)
     try fixture.control("unlock")
-    try fixture.unmountChecked()
+    try fixture.unmount()
   }
 
   @Test("class A: pages cached during GRACE are dropped when grace ends")
@@ -136,7 +136,7 @@ struct ProtectionCacheTests {
     let refused = fixture.waitUntil(seconds: 2) { Sys2.pread(fd, count: 10_000).0 == .eperm }
     #expect(refused, "the old descriptor still reads class-A content after grace ended")
     close(fd)
-    try fixture.unmountChecked()
+    try fixture.unmount()
   }
 
   @Test("class CX: cached pages are dropped when the inactivity timeout runs out")
@@ -158,7 +158,7 @@ struct ProtectionCacheTests {
     #expect(refused, "the old descriptor still reads CX content after the timeout")
     #expect(Sys2.tryOpen(fixture.path("Documents/inactive"), O_RDONLY) == .eperm)
     close(fd)
-    try fixture.unmountChecked()
+    try fixture.unmount()
   }
 
   /// Changing a class C file to A while LOCKED is allowed (C is accessible); from then on
@@ -181,6 +181,6 @@ struct ProtectionCacheTests {
     let (outcome, text) = Sys2.pread(fd, count: 10_000)
     #expect(outcome == .eperm, "old descriptor of a now class-A file read \(text.count) bytes while LOCKED")
     close(fd)
-    try fixture.unmountChecked()
+    try fixture.unmount()
   }
 }

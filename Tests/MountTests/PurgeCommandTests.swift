@@ -6,7 +6,7 @@ import Testing
 #endif
 
 /// Purging on request (`appbox purge`) and in the background (water marks, tmp's age limit).
-@Suite("Explicit and background purging", .needsFUSE, .timeLimit(.minutes(2)))
+@Suite("Explicit and background purging", .needsFUSE, .timeLimit(.minutes(10)))
 struct PurgeCommandTests {
   let mib = Quota.mebibyte
 
@@ -38,7 +38,7 @@ struct PurgeCommandTests {
     #expect(Quota.statError(fixture.path("Library/Caches/c1")) == ENOENT)
     #expect(Quota.matches(fixture.path("Library/Caches/c2"), Quota.pattern(mib, seed: 3)))
     try Quota.expectBooksMatch(fixture, capacity: 20 << 20)
-    try Quota.unmount(fixture)
+    try fixture.unmount()
   }
 
   @Test("--domain tmp --all empties tmp only; --domain caches --all empties Caches, subdirectories included")
@@ -66,7 +66,7 @@ struct PurgeCommandTests {
     #expect(Quota.number(status, "purgeableFiles") == 0)
     #expect(Quota.number(status, "purges") == 5)
     try Quota.expectBooksMatch(fixture, capacity: 20 << 20)
-    try Quota.unmount(fixture)
+    try fixture.unmount()
   }
 
   @Test("--older-than purges what aged, keeps what was just used")
@@ -91,7 +91,7 @@ struct PurgeCommandTests {
     #expect(try Quota.purgedPaths(fixture.mountpoint, reason: "age") == ["Library/Caches/old", "tmp/old"])
     for name in ["Library/Caches/new", "tmp/new"] { #expect(Quota.exists(fixture.path(name)), "\(name)") }
     try Quota.expectBooksMatch(fixture, capacity: 20 << 20)
-    try Quota.unmount(fixture)
+    try fixture.unmount()
   }
 
   @Test("above --purge-at the daemon purges down to --purge-to by itself")
@@ -123,7 +123,7 @@ struct PurgeCommandTests {
     #expect(Quota.exists(fixture.path("Library/Caches/c6")))
     #expect(Quota.matches(fixture.path("Documents/doc"), Quota.pattern(mib, seed: 1)))
     try Quota.expectBooksMatch(fixture, capacity: capacity)
-    try Quota.unmount(fixture)
+    try fixture.unmount()
   }
 
   @Test("--tmp-max-age 1s purges unused tmp files and nothing in Caches")
@@ -145,6 +145,6 @@ struct PurgeCommandTests {
     close(fd)
     #expect(Quota.poll(seconds: 10) { Quota.statError(fixture.path("tmp/held")) == ENOENT })
     try Quota.expectBooksMatch(fixture, capacity: 20 << 20)
-    try Quota.unmount(fixture)
+    try fixture.unmount()
   }
 }

@@ -6,7 +6,7 @@ import Testing
 #endif
 
 /// Purging on the write path: what goes, in which order, and what never goes.
-@Suite("Purge order under pressure", .needsFUSE, .timeLimit(.minutes(2)))
+@Suite("Purge order under pressure", .needsFUSE, .timeLimit(.minutes(10)))
 struct PurgeOrderTests {
   let capacity: Int64 = 8 << 20
   let mib = Quota.mebibyte
@@ -51,7 +51,7 @@ struct PurgeOrderTests {
     #expect(Quota.number(after, "purgeableFiles") == 3)
     #expect(Quota.waitForReleases(fixture))
     try Quota.expectBooksMatch(fixture, capacity: capacity)
-    try Quota.unmount(fixture)
+    try fixture.unmount()
   }
 
   @Test("urgency high, medium, low before none, whatever the use order")
@@ -73,7 +73,7 @@ struct PurgeOrderTests {
     #expect(Quota.exists(fixture.path("Library/Caches/none")))
     #expect(Quota.waitForReleases(fixture))
     try Quota.expectBooksMatch(fixture, capacity: capacity)
-    try Quota.unmount(fixture)
+    try fixture.unmount()
   }
 
   @Test("an open cache file survives, a closed one goes; then ENOSPC with a partial write; Documents untouched")
@@ -131,6 +131,6 @@ struct PurgeOrderTests {
     held = -1
     #expect(Quota.waitForReleases(fixture))
     try Quota.expectBooksMatch(fixture, capacity: capacity)
-    try Quota.unmount(fixture)
+    try fixture.unmount()
   }
 }

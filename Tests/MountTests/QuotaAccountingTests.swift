@@ -8,7 +8,7 @@ import Testing
 
 /// The books (status `used`, statfs, the root's capacity attributes) against what `du`
 /// counts in the backing tree, through everyday namespace operations.
-@Suite("Quota accounting", .needsFUSE, .timeLimit(.minutes(2)))
+@Suite("Quota accounting", .needsFUSE, .timeLimit(.minutes(10)))
 struct QuotaAccountingTests {
   let capacity: Int64 = 20 << 20
 
@@ -47,7 +47,7 @@ struct QuotaAccountingTests {
     #expect(rootAttribute(fixture, "user.appbox.available-important") == free + Quota.number(status, "purgeable.caches"))
     #expect(rootAttribute(fixture, "user.appbox.available-opportunistic") == free)
     #expect((try? Xattr.set(path: fixture.mountpoint, name: "user.appbox.capacity", value: [49])) == nil, "read-only")
-    try Quota.unmount(fixture)
+    try fixture.unmount()
   }
 
   @Test("a directory that grows with many entries is counted as du counts it")
@@ -66,7 +66,7 @@ struct QuotaAccountingTests {
     let directoryBytes = try Quota.du(fixture.backingPath("Documents/many"))
     #expect(directoryBytes > 4096, "the backing directory grew (\(directoryBytes))")
     try Quota.expectBooksMatch(fixture, capacity: capacity)
-    try Quota.unmount(fixture)
+    try fixture.unmount()
   }
 
   @Test("a hard-linked cache file: a purge leaves the books equal to du")
@@ -84,6 +84,6 @@ struct QuotaAccountingTests {
       let intact = Quota.matches(fixture.path("Library/Caches/" + name), Quota.pattern(1 << 20, seed: 1))
       #expect(intact, "\(name) is still in the backing but its content is not readable through the mount")
     }
-    try Quota.unmount(fixture)
+    try fixture.unmount()
   }
 }

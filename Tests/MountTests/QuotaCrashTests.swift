@@ -7,7 +7,7 @@ import Testing
 
 /// The books after a crash: `kill -9` of the daemon mid-workload, then a remount of the
 /// same backing directory.
-@Suite("Quota after a crash", .needsFUSE, .timeLimit(.minutes(3)))
+@Suite("Quota after a crash", .needsFUSE, .timeLimit(.minutes(10)))
 struct QuotaCrashTests {
   @Test("kill -9 during heavy writes; after remount used == du and closed files outside Caches/tmp are intact")
   func killNineThenRemount() throws {

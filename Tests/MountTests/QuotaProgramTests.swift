@@ -6,7 +6,7 @@ import Testing
 #endif
 
 /// Real programs against purging: a stale directory listing, and SQLite under pressure.
-@Suite("Programs under purging", .needsFUSE, .timeLimit(.minutes(3)))
+@Suite("Programs under purging", .needsFUSE, .timeLimit(.minutes(10)))
 struct QuotaProgramTests {
   @Test("a program holding a listing gets ENOENT for purged names, never stale content")
   func listingThenPurge() throws {
@@ -49,7 +49,7 @@ struct QuotaProgramTests {
     for name in names { #expect(results[name] == "ENOENT/stat ENOENT", "\(name): \(results[name] ?? "?")") }
     #expect((report["after"] as? [String]) == [])
     try Quota.expectBooksMatch(fixture, capacity: 20 << 20)
-    try Quota.unmount(fixture)
+    try fixture.unmount()
   }
 
   @Test("SQLite in Application Support grows while a loop fills Caches: purges happen, the database stays whole")
@@ -81,6 +81,6 @@ struct QuotaProgramTests {
     #expect(try Quota.purgedPaths(fixture.mountpoint).allSatisfy { $0.hasPrefix("Library/Caches/fill-") })
     #expect(Quota.waitForReleases(fixture))
     try Quota.expectBooksMatch(fixture, capacity: capacity)
-    try Quota.unmount(fixture)
+    try fixture.unmount()
   }
 }

@@ -8,7 +8,7 @@ import Testing
 /// Real, unmodified programs (sqlite3, git, tar, rsync, python3) working on the mount as
 /// they would on a local directory. The sandboxes start UNLOCKED: these tests are about
 /// POSIX compatibility, not Data Protection (in BFU the default class refuses everything).
-@Suite("Real programs on the mount", .needsFUSE, .timeLimit(.minutes(5)))
+@Suite("Real programs on the mount", .needsFUSE, .timeLimit(.minutes(10)))
 struct RealProgramTests {
   // MARK: - sqlite3
 

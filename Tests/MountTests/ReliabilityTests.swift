@@ -6,7 +6,7 @@ import Testing
 #endif
 
 /// The daemon killed with SIGKILL: the mount fails cleanly, and a remount shows the data.
-@Suite("Reliability", .needsFUSE, .serialized, .timeLimit(.minutes(3)))
+@Suite("Reliability", .needsFUSE, .serialized, .timeLimit(.minutes(10)))
 struct ReliabilityTests {
   @Test("after kill -9 of the daemon: ENOTCONN, appbox unmount cleans up, a remount shows data and attributes")
   func killAndRemount() throws {

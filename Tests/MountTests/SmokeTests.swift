@@ -5,7 +5,7 @@ import Testing
   import Glibc
 #endif
 
-@Suite("Mount smoke", .needsFUSE, .timeLimit(.minutes(2)))
+@Suite("Mount smoke", .needsFUSE, .timeLimit(.minutes(10)))
 struct SmokeTests {
   @Test("mount shows the layout, a file round-trips, unmount is clean")
   func layoutAndRoundTrip() throws {

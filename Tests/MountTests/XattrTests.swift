@@ -6,7 +6,7 @@ import Testing
 #endif
 
 /// setxattr/getxattr/listxattr/removexattr and the mount↔backing name mapping.
-@Suite("Extended attributes", .needsFUSE, .serialized, .timeLimit(.minutes(3)))
+@Suite("Extended attributes", .needsFUSE, .serialized, .timeLimit(.minutes(10)))
 struct XattrTests {
   /// Apple's 61-byte binary plist of the string `com.apple.backupd`.
   static let backupPlist: [UInt8] = {

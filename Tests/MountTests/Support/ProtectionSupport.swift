@@ -231,26 +231,3 @@ enum ControlFiles {
     return "/run/appbox/" + String(hash, radix: 16) + "." + suffix
   }
 }
-
-// MARK: - Unmounting
-
-extension MountFixture {
-  /// ``unmount()``'s checks (no leaked file handles, clean unmount, daemon exit), except
-  /// that the daemon's event log (`/run/appbox/*.events`, open for the whole mount like
-  /// its `.log`) is not counted as a leaked handle: `MountFixture.openFileHandles` only
-  /// knows the `.log`.
-  func unmountChecked(sourceLocation: SourceLocation = #_sourceLocation) throws {
-    guard mounted else { return }
-    if let pid = daemonPID {
-      let handles = { Self.openFileHandles(of: pid).filter { !$0.hasSuffix(".events") } }
-      let released = waitUntil { handles().isEmpty }
-      #expect(released, "daemon still holds file handles: \(handles())", sourceLocation: sourceLocation)
-    }
-    let result = try Command.run(Command.appbox, ["unmount", mountpoint])
-    #expect(result.status == 0, "appbox unmount: \(result.error)", sourceLocation: sourceLocation)
-    #expect(!Self.isMounted(mountpoint), sourceLocation: sourceLocation)
-    if let pid = daemonPID {
-      #expect(waitUntil { kill(pid, 0) != 0 }, "daemon \(pid) did not exit", sourceLocation: sourceLocation)
-    }
-  }
-}

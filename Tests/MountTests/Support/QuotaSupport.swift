@@ -67,26 +67,11 @@ enum Quota {
     return fixture.waitUntil { openHandles(of: pid).isEmpty }
   }
 
-  /// The daemon's open file handles, without its purge event log (`*.events`, which it
-  /// keeps open by design and `MountFixture.openFileHandles` does not know about).
+  /// The daemon's open file handles (not its logs).
   static func openHandles(of pid: pid_t) -> [String] {
-    MountFixture.openFileHandles(of: pid).filter { !$0.hasSuffix(".events") }
+    MountFixture.openFileHandles(of: pid)
   }
 
-  /// `MountFixture.unmount()`'s checks (no leaked handles, clean unmount, daemon exits),
-  /// with the event log allowed to stay open until exit.
-  static func unmount(_ fixture: MountFixture, sourceLocation: SourceLocation = #_sourceLocation) throws {
-    if let pid = fixture.daemonPID {
-      let released = fixture.waitUntil { openHandles(of: pid).isEmpty }
-      #expect(released, "daemon still holds file handles: \(openHandles(of: pid))", sourceLocation: sourceLocation)
-    }
-    let result = try Command.run(Command.appbox, ["unmount", fixture.mountpoint])
-    #expect(result.status == 0, "appbox unmount: \(result.error)", sourceLocation: sourceLocation)
-    #expect(!MountFixture.isMounted(fixture.mountpoint), sourceLocation: sourceLocation)
-    if let pid = fixture.daemonPID {
-      #expect(fixture.waitUntil { kill(pid, 0) != 0 }, "daemon \(pid) did not exit", sourceLocation: sourceLocation)
-    }
-  }
 
   /// Polls `condition` every 10 ms until it holds or `seconds` pass.
   static func poll(seconds: Double = 10, _ condition: () throws -> Bool) rethrows -> Bool {
