@@ -64,8 +64,10 @@ final class InodeTable: Sendable {
   }
 
   /// Takes `count` lookups away; the inode is dropped (and its descriptor closed) at zero.
-  func forget(_ node: NodeID, count: UInt64) {
-    guard node != .root else { return }
+  /// - Returns: the inode, if this dropped it (its descriptor closes when it is released).
+  @discardableResult
+  func forget(_ node: NodeID, count: UInt64) -> Inode? {
+    guard node != .root else { return nil }
     let inode = self.inode(node)
     let dropped: Inode? = nodes.withLock { table in
       let before = inode.lookups.load(ordering: .relaxed)
@@ -75,7 +77,7 @@ final class InodeTable: Sendable {
       defer { held.store(table.count, ordering: .relaxed) }
       return table.removeValue(forKey: inode.key)
     }
-    _ = dropped  // released here, outside the lock
+    return dropped  // released by the caller, outside the lock
   }
 
   /// The inode of a backing inode number, if the kernel holds it.

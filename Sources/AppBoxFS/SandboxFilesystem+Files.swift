@@ -150,12 +150,14 @@ extension SandboxFilesystem {
     Sys.close(Int32(truncatingIfNeeded: handle))
     let inode = inodes.inode(node)
     inode.openHandles.subtract(1, ordering: .relaxed)
+    account(inode, fd: inode.fd)  // what the backing filesystem allocated at writeback
     if inode.domain.isPurgeable { storage.books.withLock { _ = $0.catalog.close(ino: inode.key.inode) } }
   }
 
   /// `fsync`.
   public func fsync(_ ctx: RequestContext, node: NodeID, handle: UInt64, dataOnly: Bool) throws(Errno) {
     try Sys.fsync(Int32(truncatingIfNeeded: handle), dataOnly: dataOnly)
+    account(inodes.inode(node), fd: Int32(truncatingIfNeeded: handle))  // writeback allocates metadata
   }
 
   /// `fallocate`, including `FALLOC_FL_PUNCH_HOLE` and `FALLOC_FL_KEEP_SIZE`; allocating

@@ -21,9 +21,13 @@ extension SandboxFilesystem {
     }
   }
 
-  /// `forget`: -count lookups.
+  /// `forget`: -count lookups. A dropped inode's allocation is measured one last time, so
+  /// that what the backing filesystem allocated since (say, at writeback) is charged
+  /// before the next lookup starts from a fresh measurement.
   public func forget(_ node: NodeID, count: UInt64) {
-    inodes.forget(node, count: count)
+    if let dropped = inodes.forget(node, count: count), dropped.isRegularFile {
+      account(dropped, fd: dropped.fd)
+    }
   }
 
   /// `getattr`.

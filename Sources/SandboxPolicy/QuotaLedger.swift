@@ -37,13 +37,13 @@ public struct QuotaLedger: Hashable, Sendable {
   /// - Parameters:
   ///   - domain: Where the allocation changed.
   ///   - delta: The change in bytes (negative when space is released).
-  /// - Precondition: The domain's usage stays ≥ 0 (a negative usage means the caller's
-  ///   accounting is wrong).
+  ///
+  /// Usage never goes below zero: a release larger than the usage (the backing
+  /// filesystem allocated metadata the caller had not measured yet) leaves zero. The
+  /// filesystem re-derives usage from a scan at every mount.
   public mutating func charge(domain: StorageDomain, delta: Int64) {
     let index = Int(domain.rawValue)
-    let updated = usageByDomain[index] + delta
-    precondition(updated >= 0, "QuotaLedger: usage of \(domain) below zero (\(updated))")
-    usageByDomain[index] = updated
+    usageByDomain[index] = max(0, usageByDomain[index] + delta)
   }
 
   /// The bytes still missing for an allocation: `max(0, need - free)`. Purging this many

@@ -33,18 +33,13 @@
 static inline int cposix_o_path(void) { return __O_PATH; }
 static inline int cposix_o_nofollow(void) { return O_NOFOLLOW; }
 static inline int cposix_o_directory(void) { return O_DIRECTORY; }
-static inline int cposix_o_cloexec(void) { return O_CLOEXEC; }
 static inline int cposix_o_direct(void) { return __O_DIRECT; }
 static inline int cposix_o_noatime(void) { return __O_NOATIME; }
 static inline int cposix_at_empty_path(void) { return AT_EMPTY_PATH; }
-static inline int cposix_at_symlink_nofollow(void) { return AT_SYMLINK_NOFOLLOW; }
-static inline int cposix_at_removedir(void) { return AT_REMOVEDIR; }
-static inline int cposix_at_symlink_follow(void) { return AT_SYMLINK_FOLLOW; }
 static inline int cposix_seek_data(void) { return SEEK_DATA; }
 static inline int cposix_seek_hole(void) { return SEEK_HOLE; }
 static inline unsigned cposix_rename_noreplace(void) { return RENAME_NOREPLACE; }
 static inline unsigned cposix_rename_exchange(void) { return RENAME_EXCHANGE; }
-static inline unsigned cposix_rename_whiteout(void) { return RENAME_WHITEOUT; }
 static inline int cposix_falloc_keep_size(void) { return FALLOC_FL_KEEP_SIZE; }
 static inline int cposix_falloc_punch_hole(void) { return FALLOC_FL_PUNCH_HOLE; }
 static inline long cposix_utime_now(void) { return UTIME_NOW; }
@@ -102,6 +97,5 @@ static inline int cposix_setfsgid(gid_t gid) { return setfsgid(gid); }
 static inline int cposix_thread_setgroups(size_t count, const gid_t *groups) {
   return (int)syscall(SYS_setgroups, count, groups);
 }
-static inline long cposix_gettid(void) { return syscall(SYS_gettid); }
 
 #endif
