@@ -255,7 +255,13 @@ bench_meta() {
   record create ops/s higher "$1" "$2" "${create%% *}"
   record stat ops/s higher "$1" "$2" "${stat%% *}"
   record unlink ops/s higher "$1" "$2" "${unlink%% *}"
+  settle_inodes
 }
+
+# ext4 does not reuse an inode freed in the last few seconds, and finding a free one past
+# thousands of fresh deletions is slow: without a pause, each target's creates would pay
+# for the previous target's unlinks (the targets share the disk). Untimed.
+settle_inodes() { sync; sleep 6; }
 
 # The tree: python's standard library and Debian's python packages (a few thousand real
 # files, tens of MB), tarred once per run of this script.
@@ -296,6 +302,7 @@ bench_tree() { # target run: untar (+sync), git status, rm -rf; records what --o
   rm -rf "$tree"
   t1=$(now)
   if selected rm; then record rm s lower "$1" "$2" "$(elapsed "$t0" "$t1")"; fi
+  settle_inodes
 }
 
 # Runs are interleaved across targets (run 1 on each, then run 2…) so that drift of the

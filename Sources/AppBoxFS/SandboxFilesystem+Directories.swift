@@ -27,7 +27,9 @@ extension SandboxFilesystem {
     let stream = try DirectoryStream(fd: fd)
     // The handle is an owned reference; released by releasedir.
     let handle = Unmanaged.passRetained(DirectoryHandle(stream: stream))
-    return OpenedFile(handle: UInt64(UInt(bitPattern: handle.toOpaque())))
+    // The kernel may keep listings: every change of a directory goes through the mount
+    // (which invalidates them), purges included (their entry invalidations do).
+    return OpenedFile(handle: UInt64(UInt(bitPattern: handle.toOpaque())), keepCache: true, cacheDirectory: true)
   }
 
   private func directoryHandle(_ handle: UInt64) -> DirectoryHandle {

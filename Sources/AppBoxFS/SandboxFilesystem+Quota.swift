@@ -42,15 +42,18 @@ extension SandboxFilesystem {
   /// what was charged before, minus what was reserved for the change.
   func account(_ inode: Inode, fd: Int32, reserved: Int64 = 0) {
     let domain = inode.domain
-    // An unlinked or purged file was taken off the books with its last name.
-    guard let st = try? Sys.fstat(fd), st.st_nlink > 0, !inode.purged.load(ordering: .relaxed) else {
+    // Measured under the inode's lock, which `untrack` takes too: a close racing an
+    // unlink either settles before the unlink gives the bytes back, or sees no link left.
+    let measured = inode.allocated.withLock { charged -> (delta: Int64, now: Int64)? in
+      // An unlinked or purged file was taken off the books with its last name.
+      guard let st = try? Sys.fstat(fd), st.st_nlink > 0, !inode.purged.load(ordering: .relaxed) else { return nil }
+      let now = Int64(st.st_blocks) * 512
+      defer { charged = now }
+      return (now - charged, now)
+    }
+    guard let (delta, now) = measured else {
       unreserve(reserved, domain: domain)
       return
-    }
-    let now = Int64(st.st_blocks) * 512
-    let delta = inode.allocated.withLock { charged in
-      defer { charged = now }
-      return now - charged
     }
     let tracked = domain.isPurgeable && inode.isRegularFile ? inode.key.inode : nil
     if delta != reserved || tracked != nil {

@@ -34,6 +34,8 @@ static inline struct fuse_args cfuse_args_init(int argc, char **argv) {
 static inline unsigned cfuse_cap_readdirplus(void) { return FUSE_CAP_READDIRPLUS; }
 static inline unsigned cfuse_cap_readdirplus_auto(void) { return FUSE_CAP_READDIRPLUS_AUTO; }
 static inline unsigned cfuse_cap_writeback_cache(void) { return FUSE_CAP_WRITEBACK_CACHE; }
+static inline unsigned cfuse_cap_splice_write(void) { return FUSE_CAP_SPLICE_WRITE; }
+static inline unsigned cfuse_cap_splice_move(void) { return FUSE_CAP_SPLICE_MOVE; }
 static inline unsigned cfuse_cap_parallel_dirops(void) { return FUSE_CAP_PARALLEL_DIROPS; }
 static inline unsigned cfuse_cap_cache_symlinks(void) { return FUSE_CAP_CACHE_SYMLINKS; }
 static inline unsigned cfuse_cap_auto_inval_data(void) { return FUSE_CAP_AUTO_INVAL_DATA; }

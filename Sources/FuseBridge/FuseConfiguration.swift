@@ -29,6 +29,8 @@ public struct FuseConfiguration: Sendable {
     want &= ~cfuse_cap_writeback_cache()
     // The kernel drops cached pages whose mtime changed (cheap, keeps mmap coherent).
     want |= capable & cfuse_cap_auto_inval_data()
+    // Read replies move file pages into the device by splice instead of copying.
+    want |= capable & (cfuse_cap_splice_write() | cfuse_cap_splice_move())
     conn.pointee.want = want
     conn.pointee.max_write = maxWrite
     conn.pointee.max_readahead = min(maxReadahead, conn.pointee.max_readahead)
