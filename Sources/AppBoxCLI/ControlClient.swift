@@ -31,7 +31,8 @@ enum ControlClient {
       if error == .accessDenied || error == .notPermitted {
         throw CLIError(.noPermission, "only the user who mounted \(target.mountpoint) (or root) may control it")
       }
-      throw CLIError(.busy, "no AppBox daemon answers for \(target.mountpoint) (\(error)); was it mounted by another user?")
+      throw CLIError(
+        .busy, "no AppBox daemon answers for \(target.mountpoint) (\(error)); was it mounted by another user?")
     }
     defer { close(fd) }
     UnixSocket.writeAll(fd, Array((request + "\n").utf8))

@@ -56,7 +56,9 @@ enum ControlCommands {
         do { bytes = try ByteCount.parse(text).bytes } catch { throw CLIError(.badValue, "--bytes \(text): \(error)") }
       case "--domain":
         let text = try value()
-        guard text == "caches" || text == "tmp" else { throw CLIError(.badValue, "--domain \(text): use caches or tmp") }
+        guard text == "caches" || text == "tmp" else {
+          throw CLIError(.badValue, "--domain \(text): use caches or tmp")
+        }
         domain = text
       case "--all": all = true
       case "--older-than": olderThan = try MountRequest.duration("--older-than", try value())
@@ -123,7 +125,8 @@ enum ControlCommands {
     } catch {
       switch error {
       case .notPermitted:
-        throw CLIError(.noPermission, "\(path): its current class is not accessible in the device's state (unlock first)")
+        throw CLIError(
+          .noPermission, "\(path): its current class is not accessible in the device's state (unlock first)")
       case .noEntry: throw CLIError(.noInput, "\(path) does not exist")
       default: throw CLIError(.failure, "\(path): \(error) (is it inside an AppBox mount?)")
       }

@@ -14,7 +14,9 @@ struct Daemon {
     do {
       session = try start(configuration)
     } catch {
-      if let fd = request.readyFD { ReadinessPipe.send(DaemonFailure(code: error.code, message: error.message).line, to: fd) }
+      if let fd = request.readyFD {
+        ReadinessPipe.send(DaemonFailure(code: error.code, message: error.message).line, to: fd)
+      }
       throw error
     }
     try? String(getpid()).write(toFile: files.pid, atomically: true, encoding: .utf8)
@@ -41,7 +43,10 @@ struct Daemon {
       options.eventsPath = files.events
       filesystem = try SandboxFilesystem(backingDirectory: backing, configuration: configuration, options: options)
     } catch {
-      throw CLIError(.noInput, "cannot set up the sandbox in \(backing): \(error) (a fixed directory such as Documents must be a directory, not a file or symlink)")
+      throw CLIError(
+        .noInput,
+        "cannot set up the sandbox in \(backing): \(error) (a fixed directory such as Documents must be a directory, not a file or symlink)"
+      )
     }
     var options = ["default_permissions", "fsname=appbox", "subtype=appbox"]
     if geteuid() == 0 { options.append("allow_other") }
@@ -60,7 +65,10 @@ struct Daemon {
     do {
       try session.mount(request.mountpoint)
     } catch {
-      throw CLIError(.osError, "the kernel refused to mount on \(request.mountpoint) (see the message above; allow_other without root needs user_allow_other in /etc/fuse.conf)")
+      throw CLIError(
+        .osError,
+        "the kernel refused to mount on \(request.mountpoint) (see the message above; allow_other without root needs user_allow_other in /etc/fuse.conf)"
+      )
     }
     return session
   }

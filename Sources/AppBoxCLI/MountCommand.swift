@@ -34,7 +34,8 @@ enum MountCommand {
       throw CLIError(.noInput, "mountpoint \(path) is not a directory")
     }
     if let mount = MountTable.mount(at: absolute) {
-      throw CLIError(.busy, "\(absolute) is already mounted (\(mount.type)); unmount it first (appbox unmount \(absolute))")
+      throw CLIError(
+        .busy, "\(absolute) is already mounted (\(mount.type)); unmount it first (appbox unmount \(absolute))")
     }
     return absolute
   }
@@ -72,7 +73,8 @@ enum MountCommand {
       }
     }
     guard let resolved = realpath(path, nil) else {
-      throw CLIError(.noInput, "backing directory \(path) does not exist: create it, or leave out --backing for the default")
+      throw CLIError(
+        .noInput, "backing directory \(path) does not exist: create it, or leave out --backing for the default")
     }
     defer { free(resolved) }
     let absolute = String(cString: resolved)
@@ -81,7 +83,8 @@ enum MountCommand {
       throw CLIError(.noInput, "backing directory \(path) is not a directory")
     }
     guard access(absolute, R_OK | W_OK | X_OK) == 0 else {
-      throw CLIError(.noInput, "backing directory \(path) is not readable and writable by you: \(String(cString: strerror(errno)))")
+      throw CLIError(
+        .noInput, "backing directory \(path) is not readable and writable by you: \(String(cString: strerror(errno)))")
     }
     if absolute == mountpoint || mountpoint.hasPrefix(absolute + "/") || absolute.hasPrefix(mountpoint + "/") {
       throw CLIError(.usage, "the backing directory and the mountpoint must not contain each other")

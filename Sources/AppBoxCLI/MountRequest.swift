@@ -96,7 +96,10 @@ struct MountRequest {
       index += 1
     }
     guard positional.count == 1 else {
-      throw CLIError(.usage, (positional.isEmpty ? "missing MOUNTPOINT" : "too many arguments: \(positional.joined(separator: " "))") + "\n\(usage)")
+      throw CLIError(
+        .usage,
+        (positional.isEmpty ? "missing MOUNTPOINT" : "too many arguments: \(positional.joined(separator: " "))")
+          + "\n\(usage)")
     }
     request.mountpoint = positional[0]
     if request.backing == "" { throw CLIError(.usage, "--backing needs a directory") }
@@ -130,10 +133,14 @@ struct MountRequest {
       if let equals = option.firstIndex(of: "=") {
         let name = String(option[..<equals])
         guard knownValueOptions.contains(name), option.index(after: equals) < option.endIndex else {
-          throw CLIError(.usage, "unknown or empty mount option -o \(option) (known with a value: \(knownValueOptions.sorted().joined(separator: ", ")))")
+          throw CLIError(
+            .usage,
+            "unknown or empty mount option -o \(option) (known with a value: \(knownValueOptions.sorted().joined(separator: ", ")))"
+          )
         }
       } else if !knownOptions.contains(option) {
-        throw CLIError(.usage, "unknown mount option -o \(option) (known: \(knownOptions.sorted().joined(separator: ", ")))")
+        throw CLIError(
+          .usage, "unknown mount option -o \(option) (known: \(knownOptions.sorted().joined(separator: ", ")))")
       }
       options.append(option)
     }

@@ -52,7 +52,7 @@ struct BackingScan {
       let st: stat
       do throws(Errno) {
         st = try Sys.fstatat(level.stream.fd, item.name, AT_SYMLINK_NOFOLLOW)
-      } catch where error == .noEntry {
+      } catch  where error == .noEntry {
         continue
       }
       let type = st.st_mode & S_IFMT
@@ -79,9 +79,10 @@ struct BackingScan {
             stream: try DirectoryStream(fd: fd), domain: domain,
             layout: fixed == .library ? .library : .other, catalogParent: catalogParent))
       } else if type == S_IFREG, st.st_nlink == 1, let parent = level.catalogParent {
-        let urgency = urgencyName.withUnsafeBufferPointer { name in
-          Xattr.value(in: level.stream.fd, entry: item.name, name.baseAddress!)
-        }.flatMap { try? PurgeUrgency.parse(attributeValue: $0) } ?? PurgeUrgency.none
+        let urgency =
+          urgencyName.withUnsafeBufferPointer { name in
+            Xattr.value(in: level.stream.fd, entry: item.name, name.baseAddress!)
+          }.flatMap { try? PurgeUrgency.parse(attributeValue: $0) } ?? PurgeUrgency.none
         let lastUse = max(st.st_atim.tv_sec, st.st_mtim.tv_sec)
         catalog.addFile(
           ino: UInt64(st.st_ino), parent: parent, name: CName(item.name).bytes, bytes: bytes, urgency: urgency,

@@ -32,4 +32,3 @@ final class EventLog: Sendable {
   /// Waits until every recorded event is written.
   func flush() { queue.sync {} }
 }
-

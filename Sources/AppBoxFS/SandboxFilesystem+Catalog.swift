@@ -44,10 +44,11 @@ extension SandboxFilesystem {
     guard type == S_IFDIR || st.st_nlink <= 1 else { return }
     let ino = UInt64(st.st_ino)
     let cached = inodes.existing(backingInode: ino)
-    let bytes = cached?.allocated.withLock { charged in
-      defer { charged = 0 }
-      return charged
-    } ?? Int64(st.st_blocks) * 512
+    let bytes =
+      cached?.allocated.withLock { charged in
+        defer { charged = 0 }
+        return charged
+      } ?? Int64(st.st_blocks) * 512
     storage.books.withLock { books in
       if type == S_IFDIR {
         if domain.isPurgeable, !books.catalog.removeDirectory(ino: ino) {
@@ -77,7 +78,9 @@ extension SandboxFilesystem {
         books.ledger.charge(domain: to.domain, delta: bytes)
       }
       let registered: Bool
-      if case .directory(let parentIno)? = newParent { registered = catalog.containsDirectory(ino: parentIno) } else {
+      if case .directory(let parentIno)? = newParent {
+        registered = catalog.containsDirectory(ino: parentIno)
+      } else {
         registered = newParent != nil
       }
       if isDirectory {
@@ -87,7 +90,8 @@ extension SandboxFilesystem {
         if !catalog.moveFile(ino: ino, to: newParent, newName: newName), st.st_mode & S_IFMT == S_IFREG,
           st.st_nlink == 1
         {
-          catalog.addFile(ino: ino, parent: newParent, name: newName, bytes: bytes, lastUse: UInt32(clamping: Int(Clock.unix())))
+          catalog.addFile(
+            ino: ino, parent: newParent, name: newName, bytes: bytes, lastUse: UInt32(clamping: Int(Clock.unix())))
           for _ in 0..<Int(cached?.openHandles.load(ordering: .relaxed) ?? 0) { catalog.open(ino: ino) }
         }
       } else {

@@ -64,7 +64,7 @@ extension SandboxFilesystem {
           let entry = try lookupEntry(in: directory, name: item.name)
           added = filler.add(name: item.name, entry: entry, nextOffset: item.nextOffset)
           if !added { forget(entry.node, count: 1) }
-        } catch where error == .noEntry {
+        } catch  where error == .noEntry {
           added = true  // removed since the stream read it: skip it
         }
       }

@@ -75,7 +75,7 @@ extension SandboxFilesystem {
       }
       opened(inodes.inode(entry.node))
       return (entry, opened(fd, flags: flags))
-    } catch where !exclusive && (error == .exists || error == .notPermitted) {
+    } catch  where !exclusive && (error == .exists || error == .notPermitted) {
       // The name exists (or creating it would be refused): open it if it does.
       guard let entry = try? lookupEntry(in: directory, name: name) else {
         if error == .exists { try check(.createNew, inherited, path: mountPath(of: name, in: directory)) }

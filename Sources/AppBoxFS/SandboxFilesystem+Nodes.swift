@@ -14,7 +14,7 @@ extension SandboxFilesystem {
   public func lookup(_ ctx: RequestContext, parent: NodeID, name: UnsafePointer<CChar>) throws(Errno) -> Entry {
     do throws(Errno) {
       return try lookupEntry(in: inodes.inode(parent), name: name)
-    } catch where error == .noEntry {
+    } catch  where error == .noEntry {
       return Entry(
         node: NodeID(rawValue: 0), attributes: stat(), entryTimeout: configuration.entryTimeout,
         attributeTimeout: 0)

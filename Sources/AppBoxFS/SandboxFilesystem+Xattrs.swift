@@ -60,7 +60,7 @@ extension SandboxFilesystem {
     if let attribute = AppBoxAttribute(name: CName(name)) { return try own(attribute, of: inode) }
     do throws(Errno) {
       return try withBackingXattrName(name) { (p) throws(Errno) -> [UInt8] in try Xattr.value(inode.fd, p) }
-    } catch where capability && error == .noData {
+    } catch  where capability && error == .noData {
       inode.hasNoCapabilities.store(true, ordering: .relaxed)
       throw error
     }
@@ -134,7 +134,9 @@ extension SandboxFilesystem {
       guard inode.isRegularFile || inode.isDirectory else { throw .notPermitted }
       guard let requested = ProtectionClass(parsing: value) else { throw .invalidArgument }
       let current = protectionClass(of: inode)
-      guard AccessRule.canChangeClass(from: current, state: protection.snapshot.state, cxExpired: protection.snapshot.cxExpired)
+      guard
+        AccessRule.canChangeClass(
+          from: current, state: protection.snapshot.state, cxExpired: protection.snapshot.cxExpired)
       else {
         try check(.openExisting, current, path: mountPath(of: inode))
         throw .notPermitted

@@ -1,7 +1,7 @@
+import Dispatch
 import FuseBridge
 import Posix
 import SandboxPolicy
-import Dispatch
 import Synchronization
 
 #if canImport(Glibc)
@@ -78,7 +78,7 @@ public final class SandboxFilesystem: FuseFilesystem {
           let cname = UnsafeRawPointer(p.baseAddress!).assumingMemoryBound(to: CChar.self)
           do throws(Errno) {
             return try Sys.openat(dirFD, cname, Linux.openPath | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
-          } catch where error == .noEntry {
+          } catch  where error == .noEntry {
             try Sys.mkdirat(dirFD, cname, 0o755)
             return try Sys.openat(dirFD, cname, Linux.openPath | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
           }
@@ -138,7 +138,8 @@ public final class SandboxFilesystem: FuseFilesystem {
       throw error
     }
     let fixed =
-      attributes.st_mode & S_IFMT == S_IFDIR ? SandboxLayout.fixedDirectory(named: CName(name), in: layoutParent(parent)) : nil
+      attributes.st_mode & S_IFMT == S_IFDIR
+      ? SandboxLayout.fixedDirectory(named: CName(name), in: layoutParent(parent)) : nil
     let inode = inodes.remember(
       fd: fd, attributes: attributes, fixed: fixed, domain: fixed?.domain ?? parent.domain, parent: inodes.node(parent),
       name: CName(name))
@@ -153,7 +154,7 @@ public final class SandboxFilesystem: FuseFilesystem {
     while true {
       do throws(Errno) {
         return try Sys.openat(parent.fd, name, Linux.openPath | O_NOFOLLOW | O_CLOEXEC)
-      } catch where error == .tooManyOpenFiles && attempts < 100 {
+      } catch  where error == .tooManyOpenFiles && attempts < 100 {
         releaseDescriptors()
         attempts += 1
         Clock.sleep(seconds: 0.005)

@@ -62,10 +62,14 @@ private func replyXattr(_ req: fuse_req_t?, _ value: [UInt8], size: Int) {
   }
 }
 
-private func readdir(_ req: fuse_req_t?, _ ino: fuse_ino_t, _ size: Int, _ offset: off_t, _ fi: UnsafeMutablePointer<fuse_file_info>?, plus: Bool) {
+private func readdir(
+  _ req: fuse_req_t?, _ ino: fuse_ino_t, _ size: Int, _ offset: off_t, _ fi: UnsafeMutablePointer<fuse_file_info>?,
+  plus: Bool
+) {
   var filler = DirectoryFiller(request: req!, capacity: size, plus: plus)
   do throws(Errno) {
-    try filesystem(req).readdir(RequestContext(req!), node: NodeID(rawValue: ino), handle: fi!.pointee.fh, offset: offset, filler: &filler)
+    try filesystem(req).readdir(
+      RequestContext(req!), node: NodeID(rawValue: ino), handle: fi!.pointee.fh, offset: offset, filler: &filler)
     filler.reply()
   } catch {
     // An error after some entries were added would lose their lookups: reply with what
@@ -128,12 +132,16 @@ nonisolated func makeOperations() -> fuse_lowlevel_ops {
   }
   ops.mknod = { req, parent, name, mode, rdev in
     do throws(Errno) {
-      reply(req, try filesystem(req).mknod(RequestContext(req!), parent: NodeID(rawValue: parent), name: name!, mode: mode, device: rdev))
+      reply(
+        req,
+        try filesystem(req).mknod(
+          RequestContext(req!), parent: NodeID(rawValue: parent), name: name!, mode: mode, device: rdev))
     } catch { reply(req, error) }
   }
   ops.mkdir = { req, parent, name, mode in
     do throws(Errno) {
-      reply(req, try filesystem(req).mkdir(RequestContext(req!), parent: NodeID(rawValue: parent), name: name!, mode: mode))
+      reply(
+        req, try filesystem(req).mkdir(RequestContext(req!), parent: NodeID(rawValue: parent), name: name!, mode: mode))
     } catch { reply(req, error) }
   }
   ops.unlink = { req, parent, name in
@@ -150,7 +158,10 @@ nonisolated func makeOperations() -> fuse_lowlevel_ops {
   }
   ops.symlink = { req, target, parent, name in
     do throws(Errno) {
-      reply(req, try filesystem(req).symlink(RequestContext(req!), target: target!, parent: NodeID(rawValue: parent), name: name!))
+      reply(
+        req,
+        try filesystem(req).symlink(
+          RequestContext(req!), target: target!, parent: NodeID(rawValue: parent), name: name!))
     } catch { reply(req, error) }
   }
   ops.rename = { req, parent, name, newParent, newName, flags in
@@ -163,7 +174,10 @@ nonisolated func makeOperations() -> fuse_lowlevel_ops {
   }
   ops.link = { req, ino, newParent, newName in
     do throws(Errno) {
-      reply(req, try filesystem(req).link(RequestContext(req!), node: NodeID(rawValue: ino), newParent: NodeID(rawValue: newParent), newName: newName!))
+      reply(
+        req,
+        try filesystem(req).link(
+          RequestContext(req!), node: NodeID(rawValue: ino), newParent: NodeID(rawValue: newParent), newName: newName!))
     } catch { reply(req, error) }
   }
   ops.open = { req, ino, fi in
@@ -194,7 +208,9 @@ nonisolated func makeOperations() -> fuse_lowlevel_ops {
   }
   ops.read = { req, ino, size, offset, fi in
     do throws(Errno) {
-      switch try filesystem(req).read(RequestContext(req!), node: NodeID(rawValue: ino), handle: fi!.pointee.fh, count: size, offset: offset) {
+      switch try filesystem(req).read(
+        RequestContext(req!), node: NodeID(rawValue: ino), handle: fi!.pointee.fh, count: size, offset: offset)
+      {
       case .file(let fd, let from, let count):
         _ = cfuse_reply_fd_data(req, fd, from, count)
       }
@@ -220,13 +236,15 @@ nonisolated func makeOperations() -> fuse_lowlevel_ops {
   }
   ops.fsync = { req, ino, datasync, fi in
     do throws(Errno) {
-      try filesystem(req).fsync(RequestContext(req!), node: NodeID(rawValue: ino), handle: fi!.pointee.fh, dataOnly: datasync != 0)
+      try filesystem(req).fsync(
+        RequestContext(req!), node: NodeID(rawValue: ino), handle: fi!.pointee.fh, dataOnly: datasync != 0)
       fuse_reply_err(req, 0)
     } catch { reply(req, error) }
   }
   ops.opendir = { req, ino, fi in
     do throws(Errno) {
-      let opened = try filesystem(req).opendir(RequestContext(req!), node: NodeID(rawValue: ino), flags: fi!.pointee.flags)
+      let opened = try filesystem(req).opendir(
+        RequestContext(req!), node: NodeID(rawValue: ino), flags: fi!.pointee.flags)
       apply(opened, to: fi!)
       if fuse_reply_open(req, fi) == -ENOENT {
         filesystem(req).releasedir(RequestContext(req!), node: NodeID(rawValue: ino), handle: opened.handle)
@@ -241,7 +259,8 @@ nonisolated func makeOperations() -> fuse_lowlevel_ops {
   }
   ops.fsyncdir = { req, ino, datasync, fi in
     do throws(Errno) {
-      try filesystem(req).fsyncdir(RequestContext(req!), node: NodeID(rawValue: ino), handle: fi!.pointee.fh, dataOnly: datasync != 0)
+      try filesystem(req).fsyncdir(
+        RequestContext(req!), node: NodeID(rawValue: ino), handle: fi!.pointee.fh, dataOnly: datasync != 0)
       fuse_reply_err(req, 0)
     } catch { reply(req, error) }
   }
@@ -254,14 +273,16 @@ nonisolated func makeOperations() -> fuse_lowlevel_ops {
   ops.setxattr = { req, ino, name, value, size, flags in
     do throws(Errno) {
       try filesystem(req).setxattr(
-        RequestContext(req!), node: NodeID(rawValue: ino), name: name!, value: UnsafeRawBufferPointer(start: value, count: size),
+        RequestContext(req!), node: NodeID(rawValue: ino), name: name!,
+        value: UnsafeRawBufferPointer(start: value, count: size),
         flags: flags)
       fuse_reply_err(req, 0)
     } catch { reply(req, error) }
   }
   ops.getxattr = { req, ino, name, size in
     do throws(Errno) {
-      replyXattr(req, try filesystem(req).getxattr(RequestContext(req!), node: NodeID(rawValue: ino), name: name!), size: size)
+      replyXattr(
+        req, try filesystem(req).getxattr(RequestContext(req!), node: NodeID(rawValue: ino), name: name!), size: size)
     } catch { reply(req, error) }
   }
   ops.listxattr = { req, ino, size in
@@ -284,14 +305,17 @@ nonisolated func makeOperations() -> fuse_lowlevel_ops {
   ops.fallocate = { req, ino, mode, offset, length, fi in
     do throws(Errno) {
       try filesystem(req).fallocate(
-        RequestContext(req!), node: NodeID(rawValue: ino), handle: fi!.pointee.fh, mode: mode, offset: offset, length: length)
+        RequestContext(req!), node: NodeID(rawValue: ino), handle: fi!.pointee.fh, mode: mode, offset: offset,
+        length: length)
       fuse_reply_err(req, 0)
     } catch { reply(req, error) }
   }
   ops.lseek = { req, ino, offset, whence, fi in
     do throws(Errno) {
       fuse_reply_lseek(
-        req, try filesystem(req).lseek(RequestContext(req!), node: NodeID(rawValue: ino), handle: fi!.pointee.fh, offset: offset, whence: whence))
+        req,
+        try filesystem(req).lseek(
+          RequestContext(req!), node: NodeID(rawValue: ino), handle: fi!.pointee.fh, offset: offset, whence: whence))
     } catch { reply(req, error) }
   }
   ops.copy_file_range = { req, inIno, inOffset, inFi, outIno, outOffset, outFi, length, flags in

@@ -27,7 +27,9 @@ public final class FuseSession {
   private var mounted = false
 
   /// Creates a session for `filesystem` with libfuse `-o` options.
-  public init(filesystem: any FuseFilesystem, configuration: FuseConfiguration, options: [String]) throws(FuseSessionError) {
+  public init(filesystem: any FuseFilesystem, configuration: FuseConfiguration, options: [String])
+    throws(FuseSessionError)
+  {
     let box = Unmanaged.passRetained(FilesystemBox(filesystem, configuration))
     var argv: [UnsafeMutablePointer<CChar>?] = [strdup("appbox")]
     if !options.isEmpty {

@@ -45,6 +45,7 @@ public final class DirectoryStream {
     }
     let name = UnsafeRawPointer(entry).advanced(by: MemoryLayout<dirent>.offset(of: \dirent.d_name)!)
       .assumingMemoryBound(to: CChar.self)
-    return Item(name: name, inode: UInt(entry.pointee.d_ino), type: entry.pointee.d_type, nextOffset: entry.pointee.d_off)
+    return Item(
+      name: name, inode: UInt(entry.pointee.d_ino), type: entry.pointee.d_type, nextOffset: entry.pointee.d_off)
   }
 }

@@ -87,7 +87,8 @@ public enum Sys {
 
   /// `symlinkat(2)`.
   @inlinable
-  public static func symlinkat(_ target: UnsafePointer<CChar>, _ dir: Int32, _ name: UnsafePointer<CChar>) throws(Errno) {
+  public static func symlinkat(_ target: UnsafePointer<CChar>, _ dir: Int32, _ name: UnsafePointer<CChar>) throws(Errno)
+  {
     try check(Glibc.symlinkat(target, dir, name))
   }
 

@@ -10,7 +10,9 @@ import CPosixShim
 /// (the magic link resolves to the inode itself, never through a path in the tree).
 public enum Xattr {
   /// `getxattr(2)`: the value, or its size when `buffer` is empty.
-  public static func get(_ fd: Int32, _ name: UnsafePointer<CChar>, into buffer: UnsafeMutableRawBufferPointer) throws(Errno) -> Int {
+  public static func get(_ fd: Int32, _ name: UnsafePointer<CChar>, into buffer: UnsafeMutableRawBufferPointer)
+    throws(Errno) -> Int
+  {
     var path = ProcPath(fd)
     return try path.withCString { (p) throws(Errno) -> Int in
       try retryingEINTR { cposix_getxattr(p, name, buffer.baseAddress, buffer.count) }
@@ -40,7 +42,8 @@ public enum Xattr {
 
   /// The value of `name` on the entry `entry` of the directory `directoryFD` (through
   /// `/proc/self/fd`, without opening the entry), or nil when it has none.
-  public static func value(in directoryFD: Int32, entry: UnsafePointer<CChar>, _ name: UnsafePointer<CChar>) -> [UInt8]? {
+  public static func value(in directoryFD: Int32, entry: UnsafePointer<CChar>, _ name: UnsafePointer<CChar>) -> [UInt8]?
+  {
     var path = Array("/proc/self/fd/\(directoryFD)/".utf8CString.dropLast())
     var index = 0
     while entry[index] != 0 {
@@ -91,7 +94,9 @@ public enum Xattr {
   }
 
   /// `setxattr(2)`.
-  public static func set(_ fd: Int32, _ name: UnsafePointer<CChar>, _ value: UnsafeRawBufferPointer, flags: Int32) throws(Errno) {
+  public static func set(_ fd: Int32, _ name: UnsafePointer<CChar>, _ value: UnsafeRawBufferPointer, flags: Int32)
+    throws(Errno)
+  {
     var path = ProcPath(fd)
     try path.withCString { (p) throws(Errno) in
       try check(cposix_setxattr(p, name, value.baseAddress, value.count, flags))

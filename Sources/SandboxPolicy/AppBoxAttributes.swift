@@ -41,5 +41,7 @@ public enum AppBoxAttribute: CaseIterable, Sendable {
   public static let inheritedProtectionName = "user.appbox.inherited-protection"
 
   /// The read-only attributes shown on the mount's root.
-  public static let rootAttributes: [AppBoxAttribute] = [.deviceState, .capacity, .availableImportant, .availableOpportunistic]
+  public static let rootAttributes: [AppBoxAttribute] = [
+    .deviceState, .capacity, .availableImportant, .availableOpportunistic,
+  ]
 }

@@ -39,7 +39,8 @@ public struct ByteCount: Hashable, Comparable, Sendable, CustomStringConvertible
 
     /// A message that says what was wrong and what to write instead.
     public var description: String {
-      let hint = "write a whole number of bytes or a number with a unit K, M, G, T or P "
+      let hint =
+        "write a whole number of bytes or a number with a unit K, M, G, T or P "
         + "(binary: 1K = 1024; B and iB suffixes are optional), e.g. 4096, 500M, 1.5G, 2GiB"
       switch self {
       case .empty:
@@ -92,8 +93,10 @@ public struct ByteCount: Hashable, Comparable, Sendable, CustomStringConvertible
   private static func unitExponent(_ unit: String) -> Int? {
     var letters = Array(unit.lowercased().utf8)
     if letters.last == UInt8(ascii: "b") { letters.removeLast() }
-    let prefixes: [UInt8] = [UInt8(ascii: "k"), UInt8(ascii: "m"), UInt8(ascii: "g"),
-                             UInt8(ascii: "t"), UInt8(ascii: "p")]
+    let prefixes: [UInt8] = [
+      UInt8(ascii: "k"), UInt8(ascii: "m"), UInt8(ascii: "g"),
+      UInt8(ascii: "t"), UInt8(ascii: "p"),
+    ]
     switch letters.count {
     case 0:
       return 0

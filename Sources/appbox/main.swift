@@ -1,1 +1,3 @@
-import AppBoxCLI; AppBoxCommandLine.main()
+import AppBoxCLI;
+
+AppBoxCommandLine.main()

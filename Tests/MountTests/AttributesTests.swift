@@ -47,7 +47,9 @@ struct AttributesTests {
     try fixture.unmount()
   }
 
-  @Test("chmod and fchmod change the mode on the mount and in the backing file", arguments: [0o600, 0o755, 0o4755, 0o1777, 0o000])
+  @Test(
+    "chmod and fchmod change the mode on the mount and in the backing file",
+    arguments: [0o600, 0o755, 0o4755, 0o1777, 0o000])
   func chmodModes(mode: Int) throws {
     let fixture = try MountFixture.unlocked()
     let path = fixture.path("Documents/m")
@@ -165,7 +167,9 @@ struct AttributesTests {
     let fixture = try MountFixture.unlocked()
     let path = fixture.path("Documents/times")
     try writeFile(path, bytes("x"))
-    var times = [timespec(tv_sec: 1_000_000_000, tv_nsec: 123_456_789), timespec(tv_sec: 1_500_000_000, tv_nsec: 987_654_321)]
+    var times = [
+      timespec(tv_sec: 1_000_000_000, tv_nsec: 123_456_789), timespec(tv_sec: 1_500_000_000, tv_nsec: 987_654_321),
+    ]
     #expect(utimensat(AT_FDCWD, path, &times, 0) == 0)
     let st = try statPath(path)
     #expect(st.st_atim.tv_sec == 1_000_000_000)
@@ -188,14 +192,18 @@ struct AttributesTests {
     #expect(utimensat(AT_FDCWD, path, &old, 0) == 0)
     let start = time(nil)
     // atime now, mtime omitted.
-    var times = [timespec(tv_sec: 0, tv_nsec: LinuxConstants.UTIME_NOW), timespec(tv_sec: 0, tv_nsec: LinuxConstants.UTIME_OMIT)]
+    var times = [
+      timespec(tv_sec: 0, tv_nsec: LinuxConstants.UTIME_NOW), timespec(tv_sec: 0, tv_nsec: LinuxConstants.UTIME_OMIT),
+    ]
     #expect(utimensat(AT_FDCWD, path, &times, 0) == 0)
     var st = try statPath(path)
     #expect(st.st_atim.tv_sec >= start && st.st_atim.tv_sec <= time(nil) + 1)
     #expect(st.st_mtim.tv_sec == 1_100_000_000)
     #expect(st.st_mtim.tv_nsec == 7)
     // atime omitted, mtime now (through futimens on an open descriptor).
-    var times2 = [timespec(tv_sec: 0, tv_nsec: LinuxConstants.UTIME_OMIT), timespec(tv_sec: 0, tv_nsec: LinuxConstants.UTIME_NOW)]
+    var times2 = [
+      timespec(tv_sec: 0, tv_nsec: LinuxConstants.UTIME_OMIT), timespec(tv_sec: 0, tv_nsec: LinuxConstants.UTIME_NOW),
+    ]
     let savedAtime = st.st_atim
     let fd = try openFile(path, O_RDONLY)
     #expect(futimens(fd, &times2) == 0)
@@ -205,7 +213,9 @@ struct AttributesTests {
     #expect(st.st_atim.tv_nsec == savedAtime.tv_nsec)
     #expect(st.st_mtim.tv_sec >= start && st.st_mtim.tv_sec <= time(nil) + 1)
     // Both omitted: nothing changes.
-    var both = [timespec(tv_sec: 0, tv_nsec: LinuxConstants.UTIME_OMIT), timespec(tv_sec: 0, tv_nsec: LinuxConstants.UTIME_OMIT)]
+    var both = [
+      timespec(tv_sec: 0, tv_nsec: LinuxConstants.UTIME_OMIT), timespec(tv_sec: 0, tv_nsec: LinuxConstants.UTIME_OMIT),
+    ]
     let before = try statPath(path)
     #expect(utimensat(AT_FDCWD, path, &both, 0) == 0)
     let after = try statPath(path)
@@ -296,7 +306,9 @@ struct AttributesTests {
       let path = dir + "/file\(i)"
       try writeFile(path, [UInt8](repeating: 1, count: i * 100), mode: mode_t(0o600 + i % 8 * 0o10))
       #expect(chown(path, uid_t(1000 + i), gid_t(2000 + i)) == 0)
-      var times = [timespec(tv_sec: 1_600_000_000 + i, tv_nsec: 0), timespec(tv_sec: 1_600_000_000 + i * 1000, tv_nsec: 0)]
+      var times = [
+        timespec(tv_sec: 1_600_000_000 + i, tv_nsec: 0), timespec(tv_sec: 1_600_000_000 + i * 1000, tv_nsec: 0),
+      ]
       #expect(utimensat(AT_FDCWD, path, &times, 0) == 0)
     }
     #expect(mkdir(dir + "/sub", 0o700) == 0)

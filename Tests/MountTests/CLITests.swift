@@ -69,7 +69,9 @@ struct CLITests {
     try fixture.unmount()
   }
 
-  @Test("an unknown -o option exits 64 and names the option; nothing is mounted", arguments: ["bogus", "allow_other,nonsense", "fsname="])
+  @Test(
+    "an unknown -o option exits 64 and names the option; nothing is mounted",
+    arguments: ["bogus", "allow_other,nonsense", "fsname="])
   func unknownOption(option: String) throws {
     let scratch = try Scratch()
     try check(mkdir(scratch.root + "/mnt", 0o755), "mkdir mnt")
@@ -106,7 +108,9 @@ struct CLITests {
     #expect(try readFile(scratch.root + "/notadir") == bytes("x"))
   }
 
-  @Test("usage errors exit 64 with a hint", arguments: [["frobnicate"], [], ["mount"], ["mount", "--bogus", "/tmp"], ["mount", "a", "b"]])
+  @Test(
+    "usage errors exit 64 with a hint",
+    arguments: [["frobnicate"], [], ["mount"], ["mount", "--bogus", "/tmp"], ["mount", "a", "b"]])
   func usageErrors(arguments: [String]) throws {
     let result = try Command.run(Command.appbox, arguments)
     #expect(result.status == 64, "\(arguments): \(result.error)")

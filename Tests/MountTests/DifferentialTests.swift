@@ -61,7 +61,9 @@ struct DifferentialTests {
     local.closeAll()
     mounted.closeAll()
     // Coverage, so a generator that stopped exercising something shows: ok/errno per kind.
-    print("DifferentialTests: " + tally.keys.sorted().map { "\($0) \(tally[$0]!.ok)/\(tally[$0]!.failed)" }.joined(separator: ", "))
+    print(
+      "DifferentialTests: "
+        + tally.keys.sorted().map { "\($0) \(tally[$0]!.ok)/\(tally[$0]!.failed)" }.joined(separator: ", "))
     print(
       "DifferentialTests: \(count) operations in \(String(format: "%.1f", Date().timeIntervalSince(started))) s\(failed ? " (stopped at the first mismatch)" : "")"
     )
@@ -74,7 +76,8 @@ struct DifferentialTests {
       var backing = TreeComparison()
       backing.xattrFilter = { !XattrNames.isAppBoxInternal($0) }
       let backingProblems = try backing.differences(localRoot, fixture.backingPath("Documents/diff"))
-      #expect(backingProblems.isEmpty, "seed \(seed): backing tree differs:\n\(backingProblems.joined(separator: "\n"))")
+      #expect(
+        backingProblems.isEmpty, "seed \(seed): backing tree differs:\n\(backingProblems.joined(separator: "\n"))")
     }
     try fixture.unmount()
   }
@@ -245,7 +248,10 @@ struct OperationGenerator {
       case 0..<7: return .pwrite(slot: slot, offset: offset(), data: random.bytes(length()))
       case 7..<12: return .pread(slot: slot, offset: offset(), count: length())
       case 12..<14: return .ftruncate(slot: slot, length: random.pick([0, random.below(5000), random.below(300_000)]))
-      case 14: return .fallocate(slot: slot, mode: random.chance(50) ? 0 : cposix_falloc_keep_size(), offset: offset(), length: random.inRange(1...100_000))
+      case 14:
+        return .fallocate(
+          slot: slot, mode: random.chance(50) ? 0 : cposix_falloc_keep_size(), offset: offset(),
+          length: random.inRange(1...100_000))
       case 15..<17: return .fstat(slot: slot)
       case 17: return .fsync(slot: slot)
       default: return .close(slot: slot)
@@ -260,7 +266,8 @@ struct OperationGenerator {
       return .open(path: filePath(), flags: flags, mode: random.pick(Self.modes), slot: random.below(Self.slotCount))
     case 36..<44: return .writeFile(path: filePath(), offset: offset(), data: random.bytes(length()))
     case 44..<48: return .readFile(path: filePath())
-    case 48..<51: return .truncate(path: filePath(), length: random.pick([0, random.below(5000), random.below(300_000)]))
+    case 48..<51:
+      return .truncate(path: filePath(), length: random.pick([0, random.below(5000), random.below(300_000)]))
     case 51..<59:
       let from = path()
       let to = random.chance(20) ? from + "/" + random.pick(Self.names) : path()
@@ -480,7 +487,9 @@ struct DifferentialSide {
       outcome.after = [state(path)]
     case .getxattr(let path, let name, let size):
       var buffer = [UInt8](repeating: 0, count: max(size, 1))
-      let count = buffer.withUnsafeMutableBytes { cposix_getxattr(full(path), name, size == 0 ? nil : $0.baseAddress, size) }
+      let count = buffer.withUnsafeMutableBytes {
+        cposix_getxattr(full(path), name, size == 0 ? nil : $0.baseAddress, size)
+      }
       record(count)
       if count >= 0, size > 0 { outcome.data = Array(buffer[..<count]) }
     case .removexattr(let path, let name):

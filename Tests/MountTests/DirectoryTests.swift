@@ -28,7 +28,10 @@ struct DirectoryTests {
     guard let stream = opendir(dir) else { throw SyscallError(call: "opendir", code: errno) }
     var names: [String] = []
     while let entry = readdir(stream) {
-      names.append(withUnsafePointer(to: &entry.pointee.d_name) { String(cString: UnsafeRawPointer($0).assumingMemoryBound(to: CChar.self)) })
+      names.append(
+        withUnsafePointer(to: &entry.pointee.d_name) {
+          String(cString: UnsafeRawPointer($0).assumingMemoryBound(to: CChar.self))
+        })
     }
     closedir(stream)
     #expect(names.sorted() == [".", "..", "fifo", "file", "link", "sub"])

@@ -141,7 +141,8 @@ struct FileIOTests {
     #expect(try readFile(fixture.backingPath("Library/Application Support/db")) == pattern(8192, seed: 1))
     try writeAll(fd, bytes("tail"))
     #expect(fdatasync(fd) == 0)
-    #expect(try readFile(fixture.backingPath("Library/Application Support/db")) == pattern(8192, seed: 1) + bytes("tail"))
+    #expect(
+      try readFile(fixture.backingPath("Library/Application Support/db")) == pattern(8192, seed: 1) + bytes("tail"))
     close(fd)
     try fixture.unmount()
   }

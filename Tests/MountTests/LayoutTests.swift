@@ -9,7 +9,9 @@ import Testing
 /// nothing new appears at the root; below the fixed directories everything is the user's.
 @Suite("Layout", .needsFUSE, .serialized, .timeLimit(.minutes(10)))
 struct LayoutTests {
-  static let fixed = ["Documents", "Library", "Library/Application Support", "Library/Preferences", "Library/Caches", "tmp"]
+  static let fixed = [
+    "Documents", "Library", "Library/Application Support", "Library/Preferences", "Library/Caches", "tmp",
+  ]
 
   @Test("the root holds exactly Documents, Library and tmp; Library its three directories")
   func rootListing() throws {
@@ -78,7 +80,8 @@ struct LayoutTests {
     #expect(errnoOf(rename(fixture.path("Documents/f"), fixture.path("moved"))) == EPERM)
     #expect(
       errnoOf(
-        Libc.renameat2(AT_FDCWD, fixture.path("Documents/f"), AT_FDCWD, fixture.path("moved"), LinuxConstants.RENAME_NOREPLACE))
+        Libc.renameat2(
+          AT_FDCWD, fixture.path("Documents/f"), AT_FDCWD, fixture.path("moved"), LinuxConstants.RENAME_NOREPLACE))
         == EPERM)
     #expect(try directoryNames(fixture.mountpoint) == ["Documents", "Library", "tmp"])
     #expect(try directoryNames(fixture.backing) == ["Documents", "Library", "tmp"])

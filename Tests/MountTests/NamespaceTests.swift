@@ -201,7 +201,8 @@ struct NamespaceTests {
     let inoA = try statPath(fixture.path("Documents/a")).st_ino
     #expect(
       Libc.renameat2(
-        AT_FDCWD, fixture.path("Documents/a"), AT_FDCWD, fixture.path("Documents/sub/b"), LinuxConstants.RENAME_EXCHANGE)
+        AT_FDCWD, fixture.path("Documents/a"), AT_FDCWD, fixture.path("Documents/sub/b"), LinuxConstants.RENAME_EXCHANGE
+      )
         == 0)
     #expect(try readFile(fixture.path("Documents/a")) == bytes("BB"))
     #expect(try readFile(fixture.path("Documents/sub/b")) == bytes("A"))
@@ -354,7 +355,9 @@ struct NamespaceTests {
       raw.copyBytes(from: pathBytes)
     }
     let length = socklen_t(MemoryLayout<sockaddr_un>.size)
-    let bound = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(server, $0, length) } }
+    let bound = withUnsafePointer(to: &address) {
+      $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(server, $0, length) }
+    }
     #expect(errnoOf(bound) == 0)
     #expect(listen(server, 1) == 0)
     #expect(fileType(try lstatPath(path)) == S_IFSOCK)
@@ -446,8 +449,10 @@ struct NamespaceTests {
 
   @Test(
     "a directory never changes domain: rename to another domain is EXDEV and changes nothing; `mv` falls back to copying",
-    arguments: [("Documents/d", "tmp/d"), ("Library/Caches/d", "Documents/d"), ("tmp/d", "Library/Application Support/d"),
-                ("Library/Preferences/d", "Library/Caches/d")])
+    arguments: [
+      ("Documents/d", "tmp/d"), ("Library/Caches/d", "Documents/d"), ("tmp/d", "Library/Application Support/d"),
+      ("Library/Preferences/d", "Library/Caches/d"),
+    ])
   func directoryRenameAcrossDomains(source: String, target: String) throws {
     let fixture = try MountFixture.unlocked()
     #expect(mkdir(fixture.path(source), 0o755) == 0)

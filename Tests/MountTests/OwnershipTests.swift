@@ -38,7 +38,9 @@ struct OwnershipTests {
     return result.output.trimmingCharacters(in: .whitespacesAndNewlines)
   }
 
-  @Test("a file, directory, symlink and FIFO made by uid 65534 in a 1777 directory belong to 65534, on the mount and in the backing dir")
+  @Test(
+    "a file, directory, symlink and FIFO made by uid 65534 in a 1777 directory belong to 65534, on the mount and in the backing dir"
+  )
   func nodesBelongToCaller() throws {
     let fixture = try Self.sharedMount()
     let shared = fixture.path("Documents/shared")

@@ -40,7 +40,8 @@ struct ProtectionAttributeTests {
     "--default-protection sets the class of new items",
     arguments: [
       ("complete", "complete"), ("B", "completeUnlessOpen"), ("NSFileProtectionNone", "none"),
-      ("7", "completeWhenUserInactive"), ("completeUntilFirstUserAuthentication", "completeUntilFirstUserAuthentication"),
+      ("7", "completeWhenUserInactive"),
+      ("completeUntilFirstUserAuthentication", "completeUntilFirstUserAuthentication"),
     ])
   func configuredDefault(spelling: String, canonical: String) throws {
     let fixture = try MountFixture(arguments: ["--unlocked", "--default-protection", spelling])

@@ -81,7 +81,8 @@ struct ProtectionCacheTests {
     try fixture.waitForState("LOCKED")
 
     let (outcome, text) = Sys2.pread(fd, count: 10_000)
-    #expect(outcome == .eperm, "read through the old descriptor of a class-A file while LOCKED returned \(text.count) bytes")
+    #expect(
+      outcome == .eperm, "read through the old descriptor of a class-A file while LOCKED returned \(text.count) bytes")
     #expect(Sys2.pread(fd, count: 16, offset: 8192).0 == .eperm, "last page, also cached before the lock")
     #expect(Sys2.tryOpen(fixture.path("Documents/secret"), O_RDONLY) == .eperm)
     // Class C stays readable, from the same cache.
@@ -115,7 +116,8 @@ struct ProtectionCacheTests {
     let after = child.readLine()
     let stderr = child.wait()
     #expect(after == nil, "the mapped page was still readable while LOCKED: \(after ?? "")")
-    #expect(child.process.terminationReason == .uncaughtSignal, "child exited \(child.process.terminationStatus): \(stderr)")
+    #expect(
+      child.process.terminationReason == .uncaughtSignal, "child exited \(child.process.terminationStatus): \(stderr)")
     #expect(child.process.terminationStatus == SIGBUS)
     try fixture.control("unlock")
     try fixture.unmount()

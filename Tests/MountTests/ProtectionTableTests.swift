@@ -185,7 +185,8 @@ struct ProtectionTableTests {
       errno = 0
       var names: [String] = []
       while let entry = Glibc.readdir(dir) {
-        names.append(withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) })
+        names.append(
+          withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) })
       }
       if errno != 0 { return .failed(errno) }
       return names.contains("existing") ? .ok : .failed(ENOENT)

@@ -45,7 +45,8 @@ struct PurgeCommandTests {
   func purgeDomain() throws {
     let fixture = try MountFixture(arguments: ["--unlocked", "--capacity", "20M"])
     try FileManager.default.createDirectory(atPath: fixture.path("tmp/d/e"), withIntermediateDirectories: true)
-    try FileManager.default.createDirectory(atPath: fixture.path("Library/Caches/sub"), withIntermediateDirectories: true)
+    try FileManager.default.createDirectory(
+      atPath: fixture.path("Library/Caches/sub"), withIntermediateDirectories: true)
     for name in ["tmp/a", "tmp/d/b", "tmp/d/e/c"] { try Quota.writeFile(fixture.path(name), count: 100_000) }
     for name in ["Library/Caches/x", "Library/Caches/sub/y"] { try Quota.writeFile(fixture.path(name), count: 200_000) }
     try Quota.writeFile(fixture.path("Documents/keep"), count: 300_000)
@@ -99,7 +100,9 @@ struct PurgeCommandTests {
     let capacity: Int64 = 10 << 20
     // Found by the scan at mount, above the high mark from the start: 1 MiB in Documents,
     // seven 1 MiB cache files whose last use (max of atime, mtime) is c0 oldest … c6 newest.
-    let fixture = try MountFixture(arguments: ["--unlocked", "--capacity", "10M", "--purge-at", "50%", "--purge-to", "30%"]) {
+    let fixture = try MountFixture(arguments: [
+      "--unlocked", "--capacity", "10M", "--purge-at", "50%", "--purge-to", "30%",
+    ]) {
       backing in
       for directory in ["Documents", "Library/Caches"] {
         try FileManager.default.createDirectory(atPath: backing + "/" + directory, withIntermediateDirectories: true)
@@ -109,7 +112,9 @@ struct PurgeCommandTests {
       for index in 0..<7 {
         let path = backing + "/Library/Caches/c\(index)"
         try Data(Quota.pattern(Quota.mebibyte, seed: UInt64(index))).write(to: URL(fileURLWithPath: path))
-        var times = [timeval(tv_sec: now - 1000 + index * 10, tv_usec: 0), timeval(tv_sec: now - 1000 + index * 10, tv_usec: 0)]
+        var times = [
+          timeval(tv_sec: now - 1000 + index * 10, tv_usec: 0), timeval(tv_sec: now - 1000 + index * 10, tv_usec: 0),
+        ]
         #expect(utimes(path, &times) == 0)
       }
     }

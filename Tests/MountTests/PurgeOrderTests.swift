@@ -69,7 +69,10 @@ struct PurgeOrderTests {
     let free = Int(Quota.number(try Quota.status(fixture.mountpoint), "free"))
     let size = (free + 2 * mib + mib / 2) / 4096 * 4096
     try Quota.writeFile(fixture.path("Documents/big"), count: size, seed: 7)
-    #expect(try Quota.purgedPaths(fixture.mountpoint) == ["Library/Caches/high", "Library/Caches/medium", "Library/Caches/low"])
+    #expect(
+      try Quota.purgedPaths(fixture.mountpoint) == [
+        "Library/Caches/high", "Library/Caches/medium", "Library/Caches/low",
+      ])
     #expect(Quota.exists(fixture.path("Library/Caches/none")))
     #expect(Quota.waitForReleases(fixture))
     try Quota.expectBooksMatch(fixture, capacity: capacity)

@@ -44,7 +44,8 @@ struct QuotaAccountingTests {
     #expect(Quota.number(status, "purgeable.tmp") == 0)
     let free = Quota.number(status, "free")
     #expect(rootAttribute(fixture, "user.appbox.capacity") == capacity)
-    #expect(rootAttribute(fixture, "user.appbox.available-important") == free + Quota.number(status, "purgeable.caches"))
+    #expect(
+      rootAttribute(fixture, "user.appbox.available-important") == free + Quota.number(status, "purgeable.caches"))
     #expect(rootAttribute(fixture, "user.appbox.available-opportunistic") == free)
     #expect((try? Xattr.set(path: fixture.mountpoint, name: "user.appbox.capacity", value: [49])) == nil, "read-only")
     try fixture.unmount()

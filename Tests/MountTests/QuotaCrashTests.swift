@@ -20,7 +20,9 @@ struct QuotaCrashTests {
     try FileManager.default.createDirectory(atPath: mountpoint, withIntermediateDirectories: true)
     var mounted = false
     defer {
-      if mounted || MountFixture.isMounted(mountpoint) { _ = try? Command.run("/usr/bin/fusermount3", ["-uz", mountpoint]) }
+      if mounted || MountFixture.isMounted(mountpoint) {
+        _ = try? Command.run("/usr/bin/fusermount3", ["-uz", mountpoint])
+      }
       _ = try? FileManager.default.removeItem(atPath: root)
     }
     let capacity: Int64 = 24 << 20
@@ -39,7 +41,8 @@ struct QuotaCrashTests {
       "Documents/a.bin", "Documents/notes/b.txt", "Library/Application Support/state.json",
       "Library/Preferences/app.plist",
     ].enumerated() {
-      kept[name] = try Quota.writeFile(mountpoint + "/" + name, count: 70_000 * (index + 1) + index, seed: UInt64(100 + index))
+      kept[name] = try Quota.writeFile(
+        mountpoint + "/" + name, count: 70_000 * (index + 1) + index, seed: UInt64(100 + index))
     }
     for (name, bytes) in kept { #expect(Quota.matches(mountpoint + "/" + name, bytes), "\(name) before the crash") }
 
@@ -68,7 +71,11 @@ struct QuotaCrashTests {
     }
     #expect(pressured, "workload never made the daemon purge")
     #expect(kill(pid, SIGKILL) == 0)
-    #expect(Quota.poll { kill(pid, 0) != 0 || (try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8))?.contains(") Z ") == true })
+    #expect(
+      Quota.poll {
+        kill(pid, 0) != 0
+          || (try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8))?.contains(") Z ") == true
+      })
     let lazy = try Command.run("/usr/bin/fusermount3", ["-uz", mountpoint])
     #expect(lazy.status == 0, "fusermount3 -uz: \(lazy.error)")
     #expect(Quota.poll { !workload.isRunning }, "workload still running after the mount died")

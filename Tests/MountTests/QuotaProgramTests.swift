@@ -11,8 +11,11 @@ struct QuotaProgramTests {
   @Test("a program holding a listing gets ENOENT for purged names, never stale content")
   func listingThenPurge() throws {
     let fixture = try MountFixture(arguments: ["--unlocked", "--capacity", "20M"])
-    try FileManager.default.createDirectory(atPath: fixture.path("Library/Caches/img"), withIntermediateDirectories: true)
-    for index in 0..<8 { try Quota.writeFile(fixture.path("Library/Caches/img/f\(index)"), count: 50_000, seed: UInt64(index)) }
+    try FileManager.default.createDirectory(
+      atPath: fixture.path("Library/Caches/img"), withIntermediateDirectories: true)
+    for index in 0..<8 {
+      try Quota.writeFile(fixture.path("Library/Caches/img/f\(index)"), count: 50_000, seed: UInt64(index))
+    }
     #expect(Quota.waitForReleases(fixture))
     let script = """
       import json, os, subprocess, sys, errno
@@ -67,9 +70,16 @@ struct QuotaProgramTests {
       done
       sqlite3 "$db" "PRAGMA wal_checkpoint(TRUNCATE);" >/dev/null
       """
-    let run = try Command.run("/bin/bash", ["-c", "set -euo pipefail; " + script, "fill", database, fixture.path("Library/Caches"), String(rows)])
+    let run = try Command.run(
+      "/bin/bash",
+      ["-c", "set -euo pipefail; " + script, "fill", database, fixture.path("Library/Caches"), String(rows)])
     #expect(run.status == 0, "workload: \(run.error)")
-    let check = try Command.run("sqlite3", [database, "PRAGMA integrity_check; SELECT count(*), sum(id), sum(length(b)) FROM t; SELECT count(*) FROM t WHERE h = 'row-' || id;"])
+    let check = try Command.run(
+      "sqlite3",
+      [
+        database,
+        "PRAGMA integrity_check; SELECT count(*), sum(id), sum(length(b)) FROM t; SELECT count(*) FROM t WHERE h = 'row-' || id;",
+      ])
     #expect(check.status == 0, "\(check.error)")
     #expect(check.output == "ok\n\(rows)|\(rows * (rows + 1) / 2)|\(rows * 100_000)\n\(rows)\n", "\(check.output)")
     let status = try Quota.status(fixture.mountpoint)

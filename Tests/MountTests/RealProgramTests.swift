@@ -16,7 +16,8 @@ struct RealProgramTests {
   func sqliteBulkInsert() throws {
     let fixture = try MountFixture(arguments: ["--unlocked"])
     let database = fixture.path("Library/Application Support/store.sqlite")
-    var sql = "PRAGMA journal_mode=DELETE;\nCREATE TABLE items(id INTEGER PRIMARY KEY, name TEXT NOT NULL, payload BLOB);\n"
+    var sql =
+      "PRAGMA journal_mode=DELETE;\nCREATE TABLE items(id INTEGER PRIMARY KEY, name TEXT NOT NULL, payload BLOB);\n"
     sql += "CREATE INDEX items_name ON items(name);\nBEGIN;\n"
     for row in 0..<10_000 {
       sql += "INSERT INTO items(name, payload) VALUES('item-\(row)', randomblob(\(row % 200 + 1)));\n"
@@ -56,7 +57,8 @@ struct RealProgramTests {
       PRAGMA integrity_check;
 
       """
-    let result = try Command.run("sqlite3", ["-batch", "-bail", "store.db"], input: Data(script.utf8), directory: directory)
+    let result = try Command.run(
+      "sqlite3", ["-batch", "-bail", "store.db"], input: Data(script.utf8), directory: directory)
     #expect(result.status == 0, "sqlite3: \(result.error)")
     #expect(
       result.output.split(separator: "\n") == [
@@ -64,7 +66,8 @@ struct RealProgramTests {
       ], "\(result.output)")
     // After the last connection closes, the WAL is checkpointed and removed.
     #expect(!FileManager.default.fileExists(atPath: directory + "/store.db-wal"))
-    let check = try Command.run("sqlite3", ["-batch", directory + "/store.db", "PRAGMA integrity_check; SELECT count(*) FROM t;"])
+    let check = try Command.run(
+      "sqlite3", ["-batch", directory + "/store.db", "PRAGMA integrity_check; SELECT count(*) FROM t;"])
     #expect(check.output.split(separator: "\n") == ["ok", "1001"], "\(check.output) \(check.error)")
     try fixture.unmount()
   }
@@ -106,14 +109,17 @@ struct RealProgramTests {
     let lines = output.split(separator: "\n").map(String.init)
     #expect(lines.contains("count: 0"), "all loose objects packed: \(output)")
     #expect(lines.contains("packs: 1"), "\(output)")
-    #expect(Array(lines.suffix(7)) == [
-      "Second commit", "Initial commit on AppBox", "203", "#!/bin/sh", "echo hello", "120000", "100755",
-    ], "\(output)")
+    #expect(
+      Array(lines.suffix(7)) == [
+        "Second commit", "Initial commit on AppBox", "203", "#!/bin/sh", "echo hello", "120000", "100755",
+      ], "\(output)")
     // A clone out of the mount is identical.
     let clone = fixture.root + "/clone"
     try Command.shell(
-      "export HOME=\(quoted(home)); git clone -q \(quoted(fixture.path("Documents/repo"))) \(quoted(clone)) && cd \(quoted(clone)) && git fsck --full --no-progress")
-    #expect(try TreeComparison(compareXattrs: false).differences(fixture.path("Documents/repo/src"), clone + "/src").isEmpty)
+      "export HOME=\(quoted(home)); git clone -q \(quoted(fixture.path("Documents/repo"))) \(quoted(clone)) && cd \(quoted(clone)) && git fsck --full --no-progress"
+    )
+    #expect(
+      try TreeComparison(compareXattrs: false).differences(fixture.path("Documents/repo/src"), clone + "/src").isEmpty)
     try fixture.unmount()
   }
 
@@ -243,7 +249,8 @@ struct RealProgramTests {
     let a = fixture.path("Documents/a")
     let b = fixture.path("Documents/b")
     try makeRsyncTree(at: a)
-    let excludeValue = "0x62706c6973743030d101025f10116261636b7570642d6578636c75646564080b1f0000000000000101000000000000000300000000000000000000000000000020"
+    let excludeValue =
+      "0x62706c6973743030d101025f10116261636b7570642d6578636c75646564080b1f0000000000000101000000000000000300000000000000000000000000000020"
     try Command.shell(
       """
       cd \(quoted(a))
@@ -261,7 +268,8 @@ struct RealProgramTests {
     #expect(copied.contains("com.apple.metadata:com_apple_backup_excludeItem=\(excludeValue)"), "\(copied)")
     // On the mount the names are Apple's, never the backing encoding.
     #expect(!copied.contains("user.appbox"), "\(copied)")
-    let names = try TreeComparison.xattrs(b + "/sub/one-again").keys.map { String(decoding: $0, as: UTF8.self) }.sorted()
+    let names = try TreeComparison.xattrs(b + "/sub/one-again").keys.map { String(decoding: $0, as: UTF8.self) }
+      .sorted()
     #expect(names == ["com.apple.MobileBackup", "user.color"])
     var comparison = TreeComparison(compareMtime: true)
     comparison.compareOwner = true

@@ -26,7 +26,8 @@ struct ReliabilityTests {
     let unmount = try Command.run(Command.appbox, ["unmount", fixture.mountpoint])
     #expect(unmount.status == 0, "\(unmount.error)")
     #expect(!MountFixture.isMounted(fixture.mountpoint))
-    let mount = try Command.run(Command.appbox, ["mount", "--unlocked", "--backing", fixture.backing, fixture.mountpoint])
+    let mount = try Command.run(
+      Command.appbox, ["mount", "--unlocked", "--backing", fixture.backing, fixture.mountpoint])
     try #require(mount.status == 0, "\(mount.error)")
     #expect(try readFile(fixture.path("Documents/kept")) == bytes("kept"))
     #expect(try getXattr(fixture.path("Documents/kept"), "com.apple.MobileBackup") == [1])

@@ -52,8 +52,9 @@ struct ScaleTests {
     #expect(mismatches.isEmpty, "chunks differ: \(mismatches.prefix(10))")
     // The same checksum through the mount and in the backing dir.
     let sums = try Command.shell(
-      "sha256sum " + shellQuote(path) + " " + shellQuote(fixture.backingPath("Documents/big")) + " | cut -d' ' -f1")
-      .split(separator: "\n")
+      "sha256sum " + shellQuote(path) + " " + shellQuote(fixture.backingPath("Documents/big")) + " | cut -d' ' -f1"
+    )
+    .split(separator: "\n")
     #expect(sums.count == 2)
     #expect(sums.first == sums.last)
     #expect(unlink(path) == 0)

@@ -223,7 +223,8 @@ struct XattrTests {
     try fixture.unmount()
   }
 
-  @Test("every name listxattr shows can be read with getxattr (as cp -a and rsync -X do), whatever the backing file holds")
+  @Test(
+    "every name listxattr shows can be read with getxattr (as cp -a and rsync -X do), whatever the backing file holds")
   func listedNamesAreReadable() throws {
     let fixture = try MountFixture.unlocked()
     let path = fixture.path("Documents/f")

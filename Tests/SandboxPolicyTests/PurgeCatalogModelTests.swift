@@ -104,7 +104,8 @@ struct PurgeCatalogModelTests {
 
     func randomName() -> [UInt8] {
       (0..<Int.random(in: 1...24, using: &random)).map { _ in
-        Bool.random(using: &random) ? UInt8.random(in: 0x61...0x7A, using: &random)
+        Bool.random(using: &random)
+          ? UInt8.random(in: 0x61...0x7A, using: &random)
           : UInt8.random(in: 1...255, using: &random)
       }
     }
@@ -271,8 +272,9 @@ struct PurgeCatalogModelTests {
     }
     #expect(catalog.purgeableBytes(domain: .tmp) == model.purgeable(.tmp))
     #expect(catalog.purgeableBytes(domain: .caches) == model.purgeable(.caches))
-    #expect(catalog.victims(inDomain: .caches).map(\.ino)
-      == model.ordered().filter { $0.1.openCount == 0 && model.domain(of: $0.1.parent) == .caches }.map(\.0))
+    #expect(
+      catalog.victims(inDomain: .caches).map(\.ino)
+        == model.ordered().filter { $0.1.openCount == 0 && model.domain(of: $0.1.parent) == .caches }.map(\.0))
     #expect(catalog.nameCompactions > 0)
   }
 }

@@ -106,9 +106,11 @@ struct PurgeCatalogTests {
     catalog.registerDirectory(ino: 10, parent: .root(.caches), name: b("d"))
     catalog.addFile(ino: 1, parent: .directory(10), name: [0xFF, 0x41], bytes: 7, urgency: .medium, lastUse: 3)
     let entry = try #require(catalog.entry(ino: 1))
-    #expect(entry == PurgeCatalog.Entry(
-      domain: .caches, bytes: 7, urgency: .medium, lastUse: 3, openCount: 0,
-      parent: .directory(10), name: [0xFF, 0x41]))
+    #expect(
+      entry
+        == PurgeCatalog.Entry(
+          domain: .caches, bytes: 7, urgency: .medium, lastUse: 3, openCount: 0,
+          parent: .directory(10), name: [0xFF, 0x41]))
     catalog.setBytes(ino: 1, 4096)
     #expect(catalog.purgeableBytes(domain: .caches) == 4096)
     #expect(catalog.contains(ino: 1))

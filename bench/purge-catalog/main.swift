@@ -1,10 +1,11 @@
 // Micro benchmark for SandboxPolicy.PurgeCatalog at the SPEC §7 scale: a million files under
 // Caches. Run in release mode: `swift run -c release purge-catalog-bench [files]`.
 
+import SandboxPolicy
+
 #if canImport(Glibc)
   import Glibc
 #endif
-import SandboxPolicy
 
 /// Resident set size of this process in bytes, from `/proc/self/statm` (0 if unreadable).
 func residentBytes() -> Int {
@@ -144,5 +145,6 @@ let bulkSeconds = seconds {
   }
   bulk.endBulkLoad()
 }
-print("bulk load, random times, reserved: \(format(bulkSeconds)) s, "
-  + "\(bulk.approximateMemoryBytes / bulk.count) bytes per file")
+print(
+  "bulk load, random times, reserved: \(format(bulkSeconds)) s, "
+    + "\(bulk.approximateMemoryBytes / bulk.count) bytes per file")

@@ -72,7 +72,8 @@ enum Command {
 
   /// Runs a shell snippet with `bash -c`, failing the test on a non-zero exit.
   @discardableResult
-  static func shell(_ script: String, directory: String? = nil, sourceLocation: SourceLocation = #_sourceLocation) throws
+  static func shell(_ script: String, directory: String? = nil, sourceLocation: SourceLocation = #_sourceLocation)
+    throws
     -> String
   {
     let result = try run("/bin/bash", ["-c", "set -euo pipefail; " + script], directory: directory)
@@ -107,7 +108,9 @@ final class MountFixture {
     guard result.status == 0 else {
       throw FixtureError("appbox mount exited \(result.status): \(result.error)")
     }
-    guard Self.isMounted(mountpoint) else { throw FixtureError("appbox mount returned but \(mountpoint) is not mounted") }
+    guard Self.isMounted(mountpoint) else {
+      throw FixtureError("appbox mount returned but \(mountpoint) is not mounted")
+    }
     mounted = true
     daemonPID = Self.daemonPID(for: mountpoint)
   }
@@ -132,7 +135,8 @@ final class MountFixture {
     if let pid = daemonPID {
       // Release of the last handles is asynchronous: wait for it, with a deadline.
       let leaked = waitUntil { Self.openFileHandles(of: pid).isEmpty }
-      #expect(leaked, "daemon still holds file handles: \(Self.openFileHandles(of: pid))", sourceLocation: sourceLocation)
+      #expect(
+        leaked, "daemon still holds file handles: \(Self.openFileHandles(of: pid))", sourceLocation: sourceLocation)
     }
     let result = try Command.run(Command.appbox, ["unmount", mountpoint])
     #expect(result.status == 0, "appbox unmount: \(result.error)", sourceLocation: sourceLocation)
@@ -156,7 +160,9 @@ final class MountFixture {
 
   static func isMounted(_ path: String) -> Bool {
     guard let table = try? String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8) else { return false }
-    return table.split(separator: "\n").contains { $0.split(separator: " ").dropFirst(4).first.map(String.init) == path }
+    return table.split(separator: "\n").contains {
+      $0.split(separator: " ").dropFirst(4).first.map(String.init) == path
+    }
   }
 
   /// The daemon serving `mountpoint`: the process holding `/dev/fuse` whose command line
@@ -183,15 +189,17 @@ final class MountFixture {
     for fd in fds {
       guard let number = Int(fd), number > 2 else { continue }
       let target = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/fd/\(fd)")) ?? ""
-      if target == "/dev/fuse" || target.hasSuffix(".log") || target.hasSuffix(".events") || target.hasPrefix("socket:") || target.hasPrefix("pipe:")
+      if target == "/dev/fuse" || target.hasSuffix(".log") || target.hasSuffix(".events") || target.hasPrefix("socket:")
+        || target.hasPrefix("pipe:")
         || target.hasPrefix("anon_inode:")
       {
         continue
       }
       let info = (try? String(contentsOfFile: "/proc/\(pid)/fdinfo/\(fd)", encoding: .utf8)) ?? ""
-      let flags = info.split(separator: "\n").first { $0.hasPrefix("flags:") }.map {
-        Int($0.dropFirst("flags:".count).trimmingCharacters(in: .whitespaces), radix: 8) ?? 0
-      } ?? 0
+      let flags =
+        info.split(separator: "\n").first { $0.hasPrefix("flags:") }.map {
+          Int($0.dropFirst("flags:".count).trimmingCharacters(in: .whitespaces), radix: 8) ?? 0
+        } ?? 0
       if flags & 0o10000000 != 0 { continue }  // O_PATH
       open.append(target)
     }

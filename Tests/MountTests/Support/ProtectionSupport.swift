@@ -77,7 +77,9 @@ enum Sys2 {
   static func removexattr(_ path: String, _ name: String) -> Int32 { cposix_removexattr(path, name) }
 
   /// `fallocate`: 0 or -1 with errno.
-  static func fallocate(_ fd: Int32, _ offset: off_t, _ length: off_t) -> Int32 { cposix_fallocate(fd, 0, offset, length) }
+  static func fallocate(_ fd: Int32, _ offset: off_t, _ length: off_t) -> Int32 {
+    cposix_fallocate(fd, 0, offset, length)
+  }
 
   /// The class the mount reports for `path`.
   static func protection(_ path: String) -> String? {

@@ -18,7 +18,9 @@ enum Quota {
     let result = try Command.run(Command.appbox, ["status", mountpoint, "--json"])
     #expect(result.status == 0, "appbox status: \(result.error)", sourceLocation: sourceLocation)
     let object = try JSONSerialization.jsonObject(with: Data(result.output.utf8))
-    guard let dictionary = object as? [String: Any] else { throw FixtureError("status is not an object: \(result.output)") }
+    guard let dictionary = object as? [String: Any] else {
+      throw FixtureError("status is not an object: \(result.output)")
+    }
     return dictionary
   }
 
@@ -71,7 +73,6 @@ enum Quota {
   static func openHandles(of pid: pid_t) -> [String] {
     MountFixture.openFileHandles(of: pid)
   }
-
 
   /// Polls `condition` every 10 ms until it holds or `seconds` pass.
   static func poll(seconds: Double = 10, _ condition: () throws -> Bool) rethrows -> Bool {
@@ -185,7 +186,8 @@ enum Quota {
     let fs = try statfs(fixture.mountpoint)
     #expect(fs.f_bsize == 4096, sourceLocation: sourceLocation)
     #expect(Int64(fs.f_blocks) == capacity / 4096, sourceLocation: sourceLocation)
-    #expect(Int64(fs.f_bavail) == free / 4096, "f_bavail \(fs.f_bavail) vs free \(free)", sourceLocation: sourceLocation)
+    #expect(
+      Int64(fs.f_bavail) == free / 4096, "f_bavail \(fs.f_bavail) vs free \(free)", sourceLocation: sourceLocation)
   }
 }
 

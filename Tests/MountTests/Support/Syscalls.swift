@@ -207,7 +207,9 @@ func readEntries(_ dir: OpaquePointer, limit: Int) throws -> [DirectoryEntry] {
       break
     }
     let name = withUnsafePointer(to: &entry.pointee.d_name) { pointer in
-      pointer.withMemoryRebound(to: UInt8.self, capacity: 256) { Array(UnsafeBufferPointer(start: $0, count: strlen(UnsafeRawPointer($0).assumingMemoryBound(to: CChar.self)))) }
+      pointer.withMemoryRebound(to: UInt8.self, capacity: 256) {
+        Array(UnsafeBufferPointer(start: $0, count: strlen(UnsafeRawPointer($0).assumingMemoryBound(to: CChar.self))))
+      }
     }
     if name == [0x2e] || name == [0x2e, 0x2e] { continue }
     entries.append(DirectoryEntry(name: name, type: entry.pointee.d_type))
@@ -233,7 +235,8 @@ func withRawPath<R>(_ path: [UInt8], _ body: (UnsafePointer<CChar>) throws -> R)
 func getXattr(_ path: String, _ name: String) throws -> [UInt8] {
   let size = try check(Libc.getxattr(path, name, nil, 0), "getxattr \(name)")
   var buffer = [UInt8](repeating: 0, count: max(size, 1))
-  let n = try check(buffer.withUnsafeMutableBytes { Libc.getxattr(path, name, $0.baseAddress, size) }, "getxattr \(name)")
+  let n = try check(
+    buffer.withUnsafeMutableBytes { Libc.getxattr(path, name, $0.baseAddress, size) }, "getxattr \(name)")
   return Array(buffer[..<n])
 }
 

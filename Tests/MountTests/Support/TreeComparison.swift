@@ -78,7 +78,9 @@ struct TreeComparison {
       let path = relative.isEmpty ? TreePath(name) : relative + TreePath(name)
       let full = root + path
       var info = stat()
-      guard full.withCString({ lstat($0, &info) }) == 0 else { throw TreeError("lstat \(full): \(String(cString: strerror(errno)))") }
+      guard full.withCString({ lstat($0, &info) }) == 0 else {
+        throw TreeError("lstat \(full): \(String(cString: strerror(errno)))")
+      }
       let type = info.st_mode & S_IFMT
       var entry = TreeEntry(
         kind: type == S_IFREG ? "f" : type == S_IFDIR ? "d" : type == S_IFLNK ? "l" : "o",
@@ -138,7 +140,9 @@ struct TreeComparison {
 
   static func readLink(_ path: TreePath) throws -> [UInt8] {
     var buffer = [UInt8](repeating: 0, count: 4096)
-    let count = buffer.withUnsafeMutableBytes { b in path.withCString { readlink($0, b.baseAddress!.assumingMemoryBound(to: CChar.self), 4096) } }
+    let count = buffer.withUnsafeMutableBytes { b in
+      path.withCString { readlink($0, b.baseAddress!.assumingMemoryBound(to: CChar.self), 4096) }
+    }
     guard count >= 0 else { throw TreeError("readlink \(path): \(String(cString: strerror(errno)))") }
     return Array(buffer[..<count])
   }
@@ -163,7 +167,8 @@ struct TreeComparison {
         }
       }
       guard size >= 0 else {
-        throw TreeError("getxattr \(path) \(String(decoding: name, as: UTF8.self)): \(String(cString: strerror(errno)))")
+        throw TreeError(
+          "getxattr \(path) \(String(decoding: name, as: UTF8.self)): \(String(cString: strerror(errno)))")
       }
       result[Array(name)] = Array(value[..<size])
     }
@@ -187,7 +192,9 @@ struct TreeComparison {
       let countB = try readFully(fb, &bufferB, b)
       if countA != countB { return "lengths differ after offset \(offset)" }
       if countA == 0 { return nil }
-      let equal = bufferA.withUnsafeBytes { pa in bufferB.withUnsafeBytes { pb in memcmp(pa.baseAddress!, pb.baseAddress!, countA) == 0 } }
+      let equal = bufferA.withUnsafeBytes { pa in
+        bufferB.withUnsafeBytes { pb in memcmp(pa.baseAddress!, pb.baseAddress!, countA) == 0 }
+      }
       if !equal {
         let index = (0..<countA).first { bufferA[$0] != bufferB[$0] }!
         return "first difference at byte \(offset + index)"
