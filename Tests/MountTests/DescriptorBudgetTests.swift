@@ -12,13 +12,9 @@ import Testing
 struct DescriptorBudgetTests {
   @Test("3,000 files through a daemon limited to 512 descriptors: create, list with attributes, read, remove")
   func moreFilesThanDescriptors() throws {
-    var template = Array("/tmp/appbox-fdtest-XXXXXX".utf8CString)
-    let root = String(cString: try #require(mkdtemp(&template)))
-    defer { _ = try? FileManager.default.removeItem(atPath: root) }
-    let backing = root + "/backing"
-    let mountpoint = root + "/mnt"
-    try FileManager.default.createDirectory(atPath: backing, withIntermediateDirectories: true)
-    try FileManager.default.createDirectory(atPath: mountpoint, withIntermediateDirectories: true)
+    let directories = try SandboxDirectories(prefix: "appbox-fdtest")
+    let backing = directories.backing
+    let mountpoint = directories.mountpoint
     let mounted = try Command.run(
       "prlimit", ["--nofile=512:512", "--", Command.appbox, "mount", "--unlocked", "--backing", backing, mountpoint])
     try #require(mounted.status == 0, "\(mounted.error)")

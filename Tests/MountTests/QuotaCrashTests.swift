@@ -11,20 +11,10 @@ import Testing
 struct QuotaCrashTests {
   @Test("kill -9 during heavy writes; after remount used == du and closed files outside Caches/tmp are intact")
   func killNineThenRemount() throws {
-    var template = Array("/tmp/appbox-crash-XXXXXX".utf8CString)
-    guard let made = mkdtemp(&template) else { throw POSIXError(.EIO) }
-    let root = String(cString: made)
-    let backing = root + "/backing"
-    let mountpoint = root + "/mnt"
-    try FileManager.default.createDirectory(atPath: backing, withIntermediateDirectories: true)
-    try FileManager.default.createDirectory(atPath: mountpoint, withIntermediateDirectories: true)
+    let directories = try SandboxDirectories(prefix: "appbox-crash")
+    let backing = directories.backing
+    let mountpoint = directories.mountpoint
     var mounted = false
-    defer {
-      if mounted || MountFixture.isMounted(mountpoint) {
-        _ = try? Command.run("/usr/bin/fusermount3", ["-uz", mountpoint])
-      }
-      _ = try? FileManager.default.removeItem(atPath: root)
-    }
     let capacity: Int64 = 24 << 20
     let arguments = ["mount", "--backing", backing, "--capacity", "24M", "--unlocked", mountpoint]
     let first = try Command.run(Command.appbox, arguments)

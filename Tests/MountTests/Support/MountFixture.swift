@@ -84,25 +84,47 @@ enum Command {
   }
 }
 
-/// A sandbox mounted for one test: its own temporary backing directory and mountpoint,
-/// mounted through the real `appbox` binary, unmounted (and checked for leaked file
-/// handles and a clean daemon exit) by ``unmount()``.
-final class MountFixture {
+/// A temporary root holding `backing/` and `mnt/` for one test; at release, a mount left
+/// on `mnt/` is detached and the root removed.
+final class SandboxDirectories {
   let root: String
   let backing: String
   let mountpoint: String
-  private(set) var mounted = false
-  private(set) var daemonPID: pid_t?
 
-  /// Creates the directories and mounts. Extra `arguments` go to `appbox mount`.
-  init(arguments: [String] = [], prepare: ((String) throws -> Void)? = nil) throws {
-    var template = Array("/tmp/appbox-test-XXXXXX".utf8CString)
+  init(prefix: String = "appbox-test") throws {
+    var template = Array("/tmp/\(prefix)-XXXXXX".utf8CString)
     guard let made = mkdtemp(&template) else { throw POSIXError(.EIO) }
     root = String(cString: made)
     backing = root + "/backing"
     mountpoint = root + "/mnt"
     try FileManager.default.createDirectory(atPath: backing, withIntermediateDirectories: true)
     try FileManager.default.createDirectory(atPath: mountpoint, withIntermediateDirectories: true)
+  }
+
+  deinit {
+    if MountFixture.isMounted(mountpoint) {
+      _ = try? Command.run("/usr/bin/fusermount3", ["-uz", mountpoint])
+    }
+    _ = try? FileManager.default.removeItem(atPath: root)
+  }
+}
+
+/// A sandbox mounted for one test: its own temporary backing directory and mountpoint,
+/// mounted through the real `appbox` binary, unmounted (and checked for leaked file
+/// handles and a clean daemon exit) by ``unmount()``.
+final class MountFixture {
+  let directories: SandboxDirectories
+  var root: String { directories.root }
+  var backing: String { directories.backing }
+  var mountpoint: String { directories.mountpoint }
+  private(set) var mounted = false
+  private(set) var daemonPID: pid_t?
+
+  /// Creates the directories and mounts. Extra `arguments` go to `appbox mount`.
+  init(arguments: [String] = [], prepare: ((String) throws -> Void)? = nil) throws {
+    directories = try SandboxDirectories()
+    let backing = directories.backing
+    let mountpoint = directories.mountpoint
     try prepare?(backing)
     let result = try Command.run(Command.appbox, ["mount", "--backing", backing] + arguments + [mountpoint])
     guard result.status == 0 else {
@@ -113,13 +135,6 @@ final class MountFixture {
     }
     mounted = true
     daemonPID = Self.daemonPID(for: mountpoint)
-  }
-
-  deinit {
-    if mounted {
-      _ = try? Command.run("/usr/bin/fusermount3", ["-uz", mountpoint])
-    }
-    _ = try? FileManager.default.removeItem(atPath: root)
   }
 
   /// A path inside the mount.

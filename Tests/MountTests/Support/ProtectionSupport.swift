@@ -177,25 +177,15 @@ extension MountFixture {
 /// unmount), at a mountpoint in the same temporary root. Unmounted by ``unmount()`` or, as
 /// a last resort, lazily at deinit.
 final class BackingMount {
-  let root: String
-  let backing: String
-  let mountpoint: String
+  let directories: SandboxDirectories
+  var root: String { directories.root }
+  var backing: String { directories.backing }
+  var mountpoint: String { directories.mountpoint }
   private var mounted = false
 
   /// Creates a temporary root with `backing/` and `mnt/`.
   init() throws {
-    var template = Array("/tmp/appbox-remount-XXXXXX".utf8CString)
-    guard let made = mkdtemp(&template) else { throw POSIXError(.EIO) }
-    root = String(cString: made)
-    backing = root + "/backing"
-    mountpoint = root + "/mnt"
-    try FileManager.default.createDirectory(atPath: backing, withIntermediateDirectories: true)
-    try FileManager.default.createDirectory(atPath: mountpoint, withIntermediateDirectories: true)
-  }
-
-  deinit {
-    if mounted { _ = try? Command.run("/usr/bin/fusermount3", ["-uz", mountpoint]) }
-    _ = try? FileManager.default.removeItem(atPath: root)
+    directories = try SandboxDirectories(prefix: "appbox-remount")
   }
 
   func path(_ relative: String) -> String { mountpoint + "/" + relative }
