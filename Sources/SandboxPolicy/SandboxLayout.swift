@@ -5,17 +5,23 @@ public enum SandboxLayout {
   public enum FixedDirectory: CaseIterable, Sendable {
     case documents, library, applicationSupport, preferences, caches, tmp
 
-    /// Path components below the container root.
-    public var components: [[UInt8]] {
+    /// The storage domain this directory roots.
+    public var domain: StorageDomain {
       switch self {
-      case .documents: [Array("Documents".utf8)]
-      case .library: [Array("Library".utf8)]
-      case .applicationSupport: [Array("Library".utf8), Array("Application Support".utf8)]
-      case .preferences: [Array("Library".utf8), Array("Preferences".utf8)]
-      case .caches: [Array("Library".utf8), Array("Caches".utf8)]
-      case .tmp: [Array("tmp".utf8)]
+      case .documents: .documents
+      case .library: .library
+      case .applicationSupport: .applicationSupport
+      case .preferences: .preferences
+      case .caches: .caches
+      case .tmp: .tmp
       }
     }
+
+    /// Path components below the container root (the domain's, spelled once there).
+    public var components: [[UInt8]] { domain.rootComponents }
+
+    /// The directory it sits in.
+    var parent: Parent { components.count == 1 ? .root : .library }
 
     /// The path below the container root, for messages and the CLI.
     public var path: String { components.map { String(decoding: $0, as: UTF8.self) }.joined(separator: "/") }
@@ -38,20 +44,8 @@ public enum SandboxLayout {
 
   /// The fixed directory `name` denotes inside `parent`, if any.
   public static func fixedDirectory(named name: some Collection<UInt8>, in parent: Parent) -> FixedDirectory? {
-    switch parent {
-    case .root:
-      if name.elementsEqual("Documents".utf8) { return .documents }
-      if name.elementsEqual("Library".utf8) { return .library }
-      if name.elementsEqual("tmp".utf8) { return .tmp }
-      return nil
-    case .library:
-      if name.elementsEqual("Application Support".utf8) { return .applicationSupport }
-      if name.elementsEqual("Preferences".utf8) { return .preferences }
-      if name.elementsEqual("Caches".utf8) { return .caches }
-      return nil
-    case .other:
-      return nil
-    }
+    guard parent != .other else { return nil }
+    return FixedDirectory.allCases.first { $0.parent == parent && name.elementsEqual($0.components.last!) }
   }
 
   /// Whether a new entry may be created directly in `parent`. The container root holds
@@ -61,19 +55,5 @@ public enum SandboxLayout {
   /// Whether the entry `name` in `parent` may be removed, renamed, or replaced.
   public static func allowsRemoval(of name: some Collection<UInt8>, in parent: Parent) -> Bool {
     fixedDirectory(named: name, in: parent) == nil
-  }
-}
-
-extension SandboxLayout.FixedDirectory {
-  /// The storage domain this directory roots.
-  public var domain: StorageDomain {
-    switch self {
-    case .documents: .documents
-    case .library: .library
-    case .applicationSupport: .applicationSupport
-    case .preferences: .preferences
-    case .caches: .caches
-    case .tmp: .tmp
-    }
   }
 }
