@@ -5,7 +5,9 @@
 #define APPBOX_CFUSE_SHIM_H
 
 #define FUSE_USE_VERSION 314
+#include <errno.h>
 #include <stddef.h>
+#include <unistd.h>
 #include <fuse_lowlevel.h>
 #include <sys/stat.h>
 
@@ -47,8 +49,19 @@ static inline void cfuse_fi_set_direct_io(struct fuse_file_info *fi, int on) { f
 static inline void cfuse_fi_set_noflush(struct fuse_file_info *fi, int on) { fi->noflush = on ? 1 : 0; }
 static inline void cfuse_fi_set_cache_readdir(struct fuse_file_info *fi, int on) { fi->cache_readdir = on ? 1 : 0; }
 
-/// Replies with `size` bytes read from `fd` at `offset`, letting libfuse splice when it can.
+/// Reads up to this many bytes are copied (pread, then one write to the device): for small
+/// reads that is two system calls where splicing takes three and a pipe.
+#define CFUSE_COPY_READ_MAX (64 * 1024)
+
+/// Replies with `size` bytes read from `fd` at `offset`: small reads are copied, larger
+/// ones spliced when libfuse can (the pages move into the device without a copy).
 static inline int cfuse_reply_fd_data(fuse_req_t req, int fd, off_t offset, size_t size) {
+  if (size <= CFUSE_COPY_READ_MAX) {
+    char copy[CFUSE_COPY_READ_MAX];
+    ssize_t got = pread(fd, copy, size, offset);
+    if (got < 0) return fuse_reply_err(req, errno);
+    return fuse_reply_buf(req, copy, (size_t)got);
+  }
   struct fuse_bufvec buf = FUSE_BUFVEC_INIT(size);
   buf.buf[0].flags = (enum fuse_buf_flags)(FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK);
   buf.buf[0].fd = fd;
