@@ -2,8 +2,9 @@
 import PackageDescription
 
 // Layers point one way: appbox → AppBoxCLI → AppBoxFS → (FuseBridge, Posix, SandboxPolicy).
-// Only FuseBridge imports libfuse (CFuse); only Posix makes syscalls (through CPosixShim
-// for what Glibc's module does not export). SandboxPolicy is pure Swift.
+// Only FuseBridge imports libfuse: CFuse (the shim header) and CFuseDevice (the session's
+// device I/O, in C). Only Posix makes the filesystem's syscalls (through CPosixShim for what
+// Glibc's module does not export). SandboxPolicy is pure Swift.
 let package = Package(
   name: "AppBox",
   products: [
@@ -15,10 +16,11 @@ let package = Package(
       pkgConfig: "fuse3",
       providers: [.apt(["libfuse3-dev"])]
     ),
+    .target(name: "CFuseDevice", dependencies: ["CFuse"]),
     .target(name: "CPosixShim"),
     .target(name: "Posix", dependencies: ["CPosixShim"]),
     .target(name: "SandboxPolicy"),
-    .target(name: "FuseBridge", dependencies: ["CFuse", "Posix"]),
+    .target(name: "FuseBridge", dependencies: ["CFuse", "CFuseDevice", "Posix"]),
     .target(name: "AppBoxFS", dependencies: ["FuseBridge", "Posix", "SandboxPolicy"]),
     .target(name: "AppBoxCLI", dependencies: ["AppBoxFS", "Posix", "SandboxPolicy"]),
     .executableTarget(name: "appbox", dependencies: ["AppBoxCLI"]),

@@ -168,6 +168,10 @@ enum StatusText {
     lines.append(
       "  counters:    \(status["purges"] ?? 0) purges (\(bytes("bytesPurged"))), \(refusals["total"] ?? 0) refusals, \(status["noSpaceRefusals"] ?? 0) ENOSPC"
     )
+    lines.append(
+      (status["passthrough"] as? Bool ?? false)
+        ? "  passthrough: on, \(status["passthroughFiles"] ?? 0) files open that way"
+        : "  passthrough: off (needs Linux 6.9 or later and a daemon with CAP_SYS_ADMIN)")
     return lines.joined(separator: "\n")
   }
 }

@@ -10,7 +10,8 @@ struct Daemon {
 
   func run() throws(CLIError) -> ExitCode {
     let session: FuseSession
-    let configuration = FuseConfiguration()
+    var configuration = FuseConfiguration()
+    configuration.passthrough = request.passthrough
     do {
       session = try start(configuration)
     } catch {

@@ -15,6 +15,8 @@ struct MountRequest {
   var readyFD: Int32?
   /// The sandbox's policies.
   var sandbox = SandboxOptions()
+  /// Let the kernel serve read-only opens from the backing file (when it can).
+  var passthrough = true
 
   /// FUSE options a user may pass with `-o` (libfuse and kernel options that make sense
   /// for AppBox). `default_permissions` is always on.
@@ -41,6 +43,10 @@ struct MountRequest {
       --purge-at PERCENT          background purge above this usage, e.g. 90%
       --purge-to PERCENT          ... down to this usage (default: purge-at minus 10 points)
       --tmp-max-age DURATION      purge tmp entries unused for longer, e.g. 3d
+      --no-passthrough            serve every read through the daemon (default: the
+                                  kernel reads files opened read-only straight from
+                                  the backing file, Linux 6.9+ as root; such a file
+                                  cannot become class A or CX while open: EBUSY)
     """
 
   /// Parses the arguments after `mount`.
@@ -70,6 +76,7 @@ struct MountRequest {
           throw CLIError(.badValue, "--capacity \(text): \(error) (use e.g. 500M or 2G)")
         }
       case "--unlocked": request.sandbox.startUnlocked = true
+      case "--no-passthrough": request.passthrough = false
       case "--grace": request.sandbox.gracePeriod = try duration(argument, try value(argument))
       case "--cx-timeout": request.sandbox.inactivityTimeout = try duration(argument, try value(argument))
       case "--tmp-max-age": request.sandbox.tmpMaxAge = try duration(argument, try value(argument))

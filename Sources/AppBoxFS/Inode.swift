@@ -53,6 +53,8 @@ final class Inode: Sendable {
   /// it cached (until the kernel's entry is invalidated).
   let purged = Atomic<Bool>(false)
 
+  /// How the kernel does I/O on the open handles of this file; see ``IOMode``.
+  let ioMode = Mutex(IOMode())
   /// Set once `security.capability` was found absent (the kernel asks before every
   /// write); cleared when it is set through the mount.
   let hasNoCapabilities = Atomic<Bool>(false)
@@ -103,4 +105,17 @@ final class Inode: Sendable {
 
   var isDirectory: Bool { fileType == S_IFDIR }
   var isSymlink: Bool { fileType == S_IFLNK }
+}
+
+/// How the kernel does I/O on a file's open handles. It refuses (EIO) to mix the two ways
+/// on one inode: while handles through its page cache are open, a new one must be one too;
+/// while passthrough handles are open, a new one must be passthrough on the same backing
+/// file, whatever its access mode.
+struct IOMode: Sendable {
+  /// Open handles whose I/O goes through the kernel's page cache and the daemon.
+  var cachedHandles = 0
+  /// Open handles whose I/O the kernel serves from `backing`.
+  var passthroughHandles = 0
+  /// The registered backing file while passthrough handles are open.
+  var backing: BackingID?
 }

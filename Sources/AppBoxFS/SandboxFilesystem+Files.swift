@@ -8,9 +8,34 @@ import SandboxPolicy
 
 // MARK: - Open files and their I/O
 //
-// A file handle is the backing descriptor itself. O_DIRECT is taken off the backing open
-// (the kernel's buffers for FUSE are not aligned as the backing file would need) and
-// honoured on the mount instead: the handle bypasses the kernel's page cache.
+// A file handle is the backing descriptor (low 32 bits) and how the kernel does I/O on it
+// (``HandleKind``, the bits above). O_DIRECT is taken off the backing open (the kernel's
+// buffers for FUSE are not aligned as the backing file would need) and honoured on the
+// mount instead: the handle bypasses the kernel's page cache.
+//
+// Passthrough: a read-only open of a file whose class can never refuse handle I/O from
+// now on (B, C after the first unlock, D) is served by the kernel straight from the
+// backing file, when the kernel and the daemon's privileges allow it. Reads then cost no
+// round trip and need no check. The kernel requires every handle opened on the file while
+// one is open that way to be passthrough too: a writer that opens it meanwhile gets a
+// passthrough handle as well, and its writes are charged to the quota when it is
+// released or synced instead of one by one.
+
+/// How the kernel does I/O on an open handle.
+enum HandleKind: UInt64 {
+  /// O_DIRECT: every read and write comes to the daemon, nothing is cached.
+  case direct = 0
+  /// Through the kernel's page cache; reads that miss and every write come to the daemon.
+  case cached = 1
+  /// Served by the kernel from a registered backing file.
+  case passthrough = 2
+
+  /// `handle`'s kind.
+  init(handle: UInt64) { self = HandleKind(rawValue: handle >> 32) ?? .direct }
+
+  /// The handle for backing descriptor `fd`.
+  func handle(_ fd: Int32) -> UInt64 { UInt64(UInt32(bitPattern: fd)) | rawValue << 32 }
+}
 
 extension SandboxFilesystem {
   /// Flags for opening the backing file on behalf of a program.
@@ -18,16 +43,66 @@ extension SandboxFilesystem {
     (flags & ~(O_CREAT | O_EXCL | O_NOCTTY | Linux.openDirect)) | O_CLOEXEC
   }
 
-  /// The reply for a handle on a regular file.
+  /// The reply for a new handle on a regular file, counted in the inode's ``IOMode``.
   ///
   /// `noFlush`: a close on the mount sends no FLUSH request (one round trip less per
   /// close: create, untar, git). Safe because the backing filesystem is local (its close
   /// reports nothing that `release` or `fsync` would not), there is no writeback cache to
   /// write out, and POSIX locks are kept by the kernel (no getlk/setlk handlers), so no
   /// lock owner needs the flush to drop its locks.
-  func opened(_ fd: Int32, flags: Int32) -> OpenedFile {
+  func opened(_ fd: Int32, flags: Int32, inode: Inode) -> OpenedFile {
     let direct = flags & Linux.openDirect != 0
-    return OpenedFile(handle: UInt64(UInt32(bitPattern: fd)), keepCache: !direct, directIO: direct, noFlush: true)
+    let mayPassthrough =
+      inode.isRegularFile && !direct && flags & O_ACCMODE == O_RDONLY
+      && AccessRule.handleIOStaysAllowed(protectionClass(of: inode), in: protection.snapshot)
+    let (kind, backing) = inode.ioMode.withLock { mode -> (HandleKind, BackingID?) in
+      if let backing = mode.backing {
+        mode.passthroughHandles += 1
+        return (.passthrough, backing)
+      }
+      if mayPassthrough, mode.cachedHandles == 0, let backing = registerBacking(inode, fd: fd) {
+        mode.backing = backing
+        mode.passthroughHandles = 1
+        passthroughFiles.add(1, ordering: .relaxed)
+        return (.passthrough, backing)
+      }
+      if direct { return (.direct, nil) }
+      mode.cachedHandles += 1
+      return (.cached, nil)
+    }
+    return OpenedFile(
+      handle: kind.handle(fd), keepCache: kind == .cached, directIO: kind == .direct, noFlush: true, backing: backing)
+  }
+
+  /// Registers `inode`'s backing file for passthrough, read-write when the daemon can open
+  /// it so (a writer may join later), else through the read-only handle `fd`.
+  private func registerBacking(_ inode: Inode, fd: Int32) -> BackingID? {
+    guard let passthrough = passthrough.withLock({ $0 }), passthrough.isAvailable else { return nil }
+    guard let writable = try? Sys.reopen(inode.fd, flags: O_RDWR | O_CLOEXEC) else { return passthrough.register(fd) }
+    defer { Sys.close(writable) }
+    return passthrough.register(writable)
+  }
+
+  /// Takes a released handle out of the inode's ``IOMode``; the last passthrough handle
+  /// drops the backing file's registration.
+  private func closed(_ handle: UInt64, inode: Inode) {
+    let unregister = inode.ioMode.withLock { mode -> BackingID? in
+      switch HandleKind(handle: handle) {
+      case .direct: return nil
+      case .cached:
+        mode.cachedHandles -= 1
+        return nil
+      case .passthrough:
+        mode.passthroughHandles -= 1
+        guard mode.passthroughHandles == 0 else { return nil }
+        defer { mode.backing = nil }
+        return mode.backing
+      }
+    }
+    if let unregister {
+      passthrough.withLock { $0 }?.unregister(unregister)
+      passthroughFiles.subtract(1, ordering: .relaxed)
+    }
   }
 
   /// `open`: refused (EPERM) when the file's class is closed in the current state.
@@ -36,8 +111,11 @@ extension SandboxFilesystem {
     if inode.purged.load(ordering: .relaxed) { throw .noEntry }
     if inode.isRegularFile { try check(.openExisting, inode) }
     let fd = try Sys.reopen(inode.fd, flags: backingFlags(flags))
+    if flags & O_TRUNC != 0, ctx.uid != 0, let st = try? Sys.fstat(fd) {
+      clearSetID(st, for: ctx) { (mode) throws(Errno) in try Sys.fchmod(fd, mode) }
+    }
     opened(inode)
-    return opened(fd, flags: flags)
+    return opened(fd, flags: flags, inode: inode)
   }
 
   /// Counts a new handle (an open file is never purged).
@@ -73,8 +151,9 @@ extension SandboxFilesystem {
         Sys.close(fd)
         throw error
       }
-      opened(inodes.inode(entry.node))
-      return (entry, opened(fd, flags: flags))
+      let inode = inodes.inode(entry.node)
+      opened(inode)
+      return (entry, opened(fd, flags: flags, inode: inode))
     } catch  where !exclusive && (error == .exists || error == .notPermitted) {
       // The name exists (or creating it would be refused): open it if it does.
       guard let entry = try? lookupEntry(in: directory, name: name) else {
@@ -115,9 +194,23 @@ extension SandboxFilesystem {
       unreserve(reserved, domain: inode.domain)
       throw error
     }
-    account(inode, fd: fd, reserved: reserved)
+    if let st = account(inode, fd: fd, reserved: reserved) {
+      clearSetID(st, for: ctx) { (mode) throws(Errno) in try Sys.fchmod(fd, mode) }
+    }
     touch(inode)
     return written
+  }
+
+  /// Clears set-user-ID, and set-group-ID when group-executable or when the caller is not
+  /// in the file's group, as the kernel does when a caller without CAP_FSETID (here: not
+  /// uid 0) writes or truncates a file. The daemon writes as root, which the backing
+  /// filesystem exempts, and under FUSE_HANDLE_KILLPRIV_V2 the kernel leaves it to us.
+  func clearSetID(_ st: stat, for ctx: RequestContext, chmod: (mode_t) throws(Errno) -> Void) {
+    guard ctx.uid != 0, st.st_mode & (S_ISUID | S_ISGID) != 0 else { return }
+    let mode = st.st_mode & 0o7777
+    var cleared = mode & ~S_ISUID
+    if mode & S_ISGID != 0, mode & S_IXGRP != 0 || !ctx.isInGroup(st.st_gid) { cleared &= ~S_ISGID }
+    if cleared != mode { try? chmod(cleared) }
   }
 
   /// Reserves room for `count` bytes at `offset`.
@@ -147,8 +240,9 @@ extension SandboxFilesystem {
 
   /// `release`: the last close.
   public func release(_ ctx: RequestContext, node: NodeID, handle: UInt64) {
-    Sys.close(Int32(truncatingIfNeeded: handle))
     let inode = inodes.inode(node)
+    closed(handle, inode: inode)
+    Sys.close(Int32(truncatingIfNeeded: handle))
     inode.openHandles.subtract(1, ordering: .relaxed)
     account(inode, fd: inode.fd)  // what the backing filesystem allocated at writeback
     if inode.domain.isPurgeable { storage.books.withLock { _ = $0.catalog.close(ino: inode.key.inode) } }

@@ -56,6 +56,9 @@ extension SandboxFilesystem {
       try truncate(inode, openFD: openFD, to: attributes.st_size)
       account(inode, fd: inode.fd)
     }
+    if fields.contains(.killSetID), !inode.isDirectory, let st = try? Sys.fstat(inode.fd) {
+      clearSetID(st, for: ctx) { (mode) throws(Errno) in try Sys.chmod(inode.fd, mode) }
+    }
     if !fields.isDisjoint(with: [.atime, .mtime, .atimeNow, .mtimeNow]) {
       let omit = timespec(tv_sec: 0, tv_nsec: Linux.utimeOmit)
       let now = timespec(tv_sec: 0, tv_nsec: Linux.utimeNow)

@@ -141,6 +141,7 @@ extension SandboxFilesystem {
         try check(.openExisting, current, path: mountPath(of: inode))
         throw .notPermitted
       }
+      try checkNoPassthrough(inode, becoming: requested)
       try Xattr.set(inode.fd, name: attribute.name, value: Array(requested.name.utf8), flags: flags)
       reclassified(inode, to: requested)
     case .purgeUrgency:
@@ -151,6 +152,13 @@ extension SandboxFilesystem {
     case .deviceState, .capacity, .availableImportant, .availableOpportunistic:
       throw .notPermitted
     }
+  }
+
+  /// The kernel serves passthrough handles without asking: a file open that way keeps a
+  /// class that can never refuse their I/O until they are closed (EBUSY).
+  private func checkNoPassthrough(_ inode: Inode, becoming newClass: ProtectionClass) throws(Errno) {
+    guard !AccessRule.handleIOStaysAllowed(newClass, in: protection.snapshot) else { return }
+    if inode.ioMode.withLock({ $0.passthroughHandles > 0 }) { throw .busy }
   }
 
   /// Records a new class; if its content may not be read now (say, made class A while
@@ -167,6 +175,9 @@ extension SandboxFilesystem {
     case .protection:
       let current = protectionClass(of: inode)
       try check(.openExisting, current, path: mountPath(of: inode))
+      let inherited = (try? Xattr.value(inode.fd, name: AppBoxAttribute.inheritedProtectionName))
+        .flatMap { ProtectionClass(parsing: $0) }
+      try checkNoPassthrough(inode, becoming: inherited ?? options.defaultProtection)
       try Xattr.remove(inode.fd, name: attribute.name)
       reclassified(inode, to: storedProtection(of: inode) ?? options.defaultProtection)
     case .purgeUrgency:

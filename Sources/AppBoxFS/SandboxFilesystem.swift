@@ -33,6 +33,10 @@ public final class SandboxFilesystem: FuseFilesystem {
   let domainRoots: [StorageDomain: UInt64]
   /// Set once the mount is up.
   let notifier = Mutex<KernelNotifier?>(nil)
+  /// Set once the mount is up; registers backing files for passthrough opens.
+  let passthrough = Mutex<PassthroughFiles?>(nil)
+  /// Files open in passthrough mode now.
+  let passthroughFiles = Atomic<Int>(0)
   /// How many inodes the kernel may hold before AppBox asks it to drop some: each holds
   /// an `O_PATH` descriptor, and the process may open only so many.
   let descriptorBudget = max(64, Int(ResourceLimits.openFiles) * 3 / 4 - 64)
@@ -93,8 +97,9 @@ public final class SandboxFilesystem: FuseFilesystem {
     return roots
   }
 
-  public func mounted(notifier: KernelNotifier) {
+  public func mounted(notifier: KernelNotifier, passthrough: PassthroughFiles) {
     self.notifier.withLock { $0 = notifier }
+    self.passthrough.withLock { $0 = passthrough }
     startMaintenance()
   }
 

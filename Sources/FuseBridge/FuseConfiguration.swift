@@ -14,6 +14,9 @@ public struct FuseConfiguration: Sendable {
   public var maxThreads: UInt32 = 16
   /// Idle worker threads libfuse keeps around.
   public var maxIdleThreads: UInt32 = 8
+  /// Ask the kernel for FUSE passthrough (Linux ≥ 6.9; registering backing files also
+  /// needs CAP_SYS_ADMIN). The filesystem decides which opens use it.
+  public var passthrough = true
 
   /// The defaults.
   public init() {}

@@ -44,16 +44,26 @@ public struct RequestContext {
   /// gid, supplementary groups), so that what it creates belongs to the caller.
   public func asCaller<R, E: Error>(_ body: () throws(E) -> R) throws(E) -> R {
     guard ThreadCredentials.canSwitch, uid != 0 || gid != 0 else { return try body() }
+    let groups = supplementaryGroups()
+    return try groups.withUnsafeBufferPointer { (all) throws(E) -> R in
+      try ThreadCredentials.with(uid: uid, gid: gid, groups: all, body)
+    }
+  }
+
+  /// Whether the caller is in group `group` (its own or a supplementary one).
+  public func isInGroup(_ group: gid_t) -> Bool {
+    group == gid || supplementaryGroups().contains(group)
+  }
+
+  /// The calling process's supplementary groups (libfuse reads them from /proc).
+  private func supplementaryGroups() -> [gid_t] {
     var groups = [gid_t](repeating: 0, count: 64)
     var count = Int(fuse_req_getgroups(request, Int32(groups.count), &groups))
     if count > groups.count {
       groups = [gid_t](repeating: 0, count: count)
       count = Int(fuse_req_getgroups(request, Int32(groups.count), &groups))
     }
-    count = max(0, min(count, groups.count))
-    return try groups.withUnsafeBufferPointer { (all) throws(E) -> R in
-      try ThreadCredentials.with(uid: uid, gid: gid, groups: UnsafeBufferPointer(rebasing: all[..<count]), body)
-    }
+    return Array(groups[..<max(0, min(count, groups.count))])
   }
 }
 
@@ -89,12 +99,18 @@ public struct OpenedFile {
   public var cacheDirectory: Bool = false
   /// The kernel need not send `flush` on each close of this file (`FOPEN_NOFLUSH`).
   public var noFlush: Bool = false
+  /// The kernel serves reads and writes from this backing file (`FOPEN_PASSTHROUGH`; the
+  /// cache flags do not apply).
+  public var backing: BackingID?
 
   /// Creates an open reply.
   public init(
-    handle: UInt64, keepCache: Bool = false, directIO: Bool = false, cacheDirectory: Bool = false, noFlush: Bool = false
+    handle: UInt64, keepCache: Bool = false, directIO: Bool = false, cacheDirectory: Bool = false,
+    noFlush: Bool = false,
+    backing: BackingID? = nil
   ) {
     self.handle = handle
+    self.backing = backing
     self.keepCache = keepCache
     self.directIO = directIO
     self.cacheDirectory = cacheDirectory
@@ -149,6 +165,10 @@ public struct SetAttributes: OptionSet, Sendable {
   public static let mtimeNow = SetAttributes(rawValue: FUSE_SET_ATTR_MTIME_NOW)
   /// `FUSE_SET_ATTR_CTIME`.
   public static let ctime = SetAttributes(rawValue: FUSE_SET_ATTR_CTIME)
+  /// `FUSE_SET_ATTR_KILL_SUID` (the kernel's `FATTR_KILL_SUIDGID` under
+  /// FUSE_HANDLE_KILLPRIV_V2): a truncate or chown by a caller without CAP_FSETID; clear
+  /// set-user-ID, and set-group-ID with group execute.
+  public static let killSetID = SetAttributes(rawValue: FUSE_SET_ATTR_KILL_SUID)
 }
 
 /// A low-level FUSE filesystem. Every method serves one FUSE operation, runs synchronously
@@ -156,8 +176,9 @@ public struct SetAttributes: OptionSet, Sendable {
 /// one reply per request. Methods that return an ``Entry`` add one to the node's lookup
 /// count; ``forget(_:count:)`` takes counts away.
 public protocol FuseFilesystem: AnyObject, Sendable {
-  /// The mount is up; `notifier` can invalidate the kernel's caches from now on.
-  func mounted(notifier: KernelNotifier)
+  /// The mount is up; `notifier` can invalidate the kernel's caches from now on, and
+  /// `passthrough` registers backing files (once the kernel has agreed to it).
+  func mounted(notifier: KernelNotifier, passthrough: PassthroughFiles)
   /// `lookup`: +1 lookup on the returned node.
   func lookup(_ ctx: RequestContext, parent: NodeID, name: UnsafePointer<CChar>) throws(Errno) -> Entry
   /// `forget` / `forget_multi`: the kernel dropped `count` lookups of `node`.

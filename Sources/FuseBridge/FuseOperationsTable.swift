@@ -1,4 +1,5 @@
 import CFuse
+import CFuseDevice
 import Posix
 
 #if canImport(Glibc)
@@ -58,7 +59,7 @@ private func replyXattr(_ req: fuse_req_t?, _ value: [UInt8], size: Int) {
   } else if value.count > size {
     reply(req, .outOfRange)
   } else {
-    value.withUnsafeBytes { fuse_reply_buf(req, $0.baseAddress?.assumingMemoryBound(to: CChar.self), $0.count) }
+    _ = value.withUnsafeBytes { fuse_reply_buf(req, $0.baseAddress?.assumingMemoryBound(to: CChar.self), $0.count) }
   }
 }
 
@@ -184,7 +185,13 @@ nonisolated func makeOperations() -> fuse_lowlevel_ops {
     do throws(Errno) {
       let opened = try filesystem(req).open(RequestContext(req!), node: NodeID(rawValue: ino), flags: fi!.pointee.flags)
       apply(opened, to: fi!)
-      if fuse_reply_open(req, fi) == -ENOENT {
+      let sent =
+        if let backing = opened.backing {
+          cfuse_reply_open_backing(req, opened.handle, opened.noFlush ? 1 : 0, backing.rawValue)
+        } else {
+          fuse_reply_open(req, fi)
+        }
+      if sent == -ENOENT {
         // The opener was interrupted: nobody will release this handle.
         filesystem(req).release(RequestContext(req!), node: NodeID(rawValue: ino), handle: opened.handle)
       }

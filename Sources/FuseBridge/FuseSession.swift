@@ -1,4 +1,5 @@
 import CFuse
+import CFuseDevice
 import Posix
 
 #if canImport(Glibc)
@@ -55,7 +56,12 @@ public final class FuseSession {
   public func mount(_ mountpoint: String) throws(FuseSessionError) {
     guard fuse_session_mount(session, mountpoint) == 0 else { throw .mountFailed(mountpoint) }
     mounted = true
-    box.takeUnretainedValue().filesystem.mounted(notifier: KernelNotifier(session: session))
+    let configuration = box.takeUnretainedValue().configuration
+    var wanted = UInt32(CFUSE_DEVICE_KILLPRIV_V2)
+    if configuration.passthrough { wanted |= UInt32(CFUSE_DEVICE_PASSTHROUGH) }
+    guard cfuse_device_install(session, wanted) == 0 else { throw .mountFailed(mountpoint) }
+    box.takeUnretainedValue().filesystem.mounted(
+      notifier: KernelNotifier(session: session), passthrough: PassthroughFiles())
   }
 
   /// The descriptor of `/dev/fuse` for this session.

@@ -64,6 +64,19 @@ public enum AccessRule {
     decide(protectionClass, operation, state: snapshot.state, cxExpired: snapshot.cxExpired)
   }
 
+  /// Whether I/O on an open file of a class, allowed now, stays allowed whatever the
+  /// device does from here on: no class loses handle I/O except A (when grace ends) and CX
+  /// (when its timeout runs out), and C's only refusal, BFU, cannot come back once the
+  /// device was unlocked. Such files need no check per read or write, so the kernel may
+  /// serve their I/O without asking the daemon (FUSE passthrough).
+  ///
+  /// - Parameters:
+  ///   - protectionClass: the file's class.
+  ///   - snapshot: the lock situation now.
+  public static func handleIOStaysAllowed(_ protectionClass: ProtectionClass, in snapshot: LockSnapshot) -> Bool {
+    decide(protectionClass, .handleIO, in: snapshot) && !needsCacheFlushOnLock(protectionClass)
+  }
+
   /// Whether an item's class may be changed now: the content of its current class must be
   /// accessible (checked as ``ProtectedOperation/openExisting`` on the current class).
   ///

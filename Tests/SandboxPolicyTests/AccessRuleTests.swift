@@ -119,6 +119,20 @@ struct AccessRuleTests {
     #expect(AccessRule.needsCacheFlushOnLock(protectionClass) == expected)
   }
 
+  @Test("handle I/O stays allowed for B, C and D once allowed; never for A and CX")
+  func handleIOStaysAllowed() {
+    for state in DeviceState.allCases {
+      for cxExpired in [false, true] {
+        let snapshot = LockSnapshot(state: state, cxExpired: cxExpired)
+        #expect(AccessRule.handleIOStaysAllowed(.none, in: snapshot))
+        #expect(AccessRule.handleIOStaysAllowed(.completeUnlessOpen, in: snapshot))
+        #expect(AccessRule.handleIOStaysAllowed(.completeUntilFirstUserAuthentication, in: snapshot) == (state != .bfu))
+        #expect(!AccessRule.handleIOStaysAllowed(.complete, in: snapshot))
+        #expect(!AccessRule.handleIOStaysAllowed(.completeWhenUserInactive, in: snapshot))
+      }
+    }
+  }
+
   @Test func classesBecomingInaccessible() {
     let unlocked = LockSnapshot(state: .unlocked)
     let grace = LockSnapshot(state: .grace)

@@ -1,0 +1,154 @@
+// See include/CFuseDevice.h.
+#define _GNU_SOURCE
+#define FUSE_USE_VERSION 314
+#include "CFuseDevice.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <fuse_lowlevel.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+// The parts of the kernel's protocol (include/uapi/linux/fuse.h) used here; libfuse 3.14
+// does not install its copy, and its copy predates passthrough.
+enum { FUSE_OPCODE_INIT = 26 };
+#define FUSE_FLAG_HANDLE_KILLPRIV_V2 (1ULL << 28)
+#define FUSE_FLAG_INIT_EXT (1ULL << 30)
+#define FUSE_FLAG_PASSTHROUGH (1ULL << 37)
+#define FOPEN_FLAG_NOFLUSH (1u << 5)
+#define FOPEN_FLAG_PASSTHROUGH (1u << 7)
+// Backing stacked at most this deep under the mount (2: also over overlayfs, as in a
+// container); nothing can then be stacked on the mount itself.
+#define PASSTHROUGH_STACK_DEPTH 2
+
+struct in_header { uint32_t len, opcode; uint64_t unique, nodeid; uint32_t uid, gid, pid; uint16_t extlen, padding; };
+struct init_in { uint32_t major, minor, max_readahead, flags, flags2, unused[11]; };
+struct out_header { uint32_t len; int32_t error; uint64_t unique; };
+struct init_out {
+  uint32_t major, minor, max_readahead, flags;
+  uint16_t max_background, congestion_threshold;
+  uint32_t max_write, time_gran;
+  uint16_t max_pages, map_alignment;
+  uint32_t flags2, max_stack_depth;
+  uint16_t request_timeout, unused[11];
+};
+struct open_out { uint64_t fh; uint32_t open_flags; int32_t backing_id; };
+struct backing_map { int32_t fd; uint32_t flags; uint64_t padding; };
+#define FUSE_DEV_IOC_BACKING_OPEN _IOW(229, 1, struct backing_map)
+#define FUSE_DEV_IOC_BACKING_CLOSE _IOW(229, 2, uint32_t)
+_Static_assert(sizeof(struct in_header) == 40, "fuse_in_header");
+_Static_assert(sizeof(struct init_out) == 64, "fuse_init_out");
+_Static_assert(sizeof(struct open_out) == 16, "fuse_open_out");
+
+static struct {
+  unsigned wanted;
+  int device;
+  _Atomic bool init_pending;   // until the INIT reply has been written
+  _Atomic uint64_t init_unique;  // the INIT request's id (0: not read yet)
+  _Atomic uint64_t offered;      // the kernel's INIT flags
+  _Atomic unsigned negotiated;   // CFUSE_DEVICE_* the kernel accepted
+} device_state;
+
+static ssize_t device_read(int fd, void *buf, size_t len, void *userdata) {
+  (void)userdata;
+  ssize_t got = read(fd, buf, len);
+  if (got >= (ssize_t)(sizeof(struct in_header) + offsetof(struct init_in, unused)) &&
+      atomic_load_explicit(&device_state.init_pending, memory_order_acquire)) {
+    const struct in_header *in = buf;
+    if (in->opcode == FUSE_OPCODE_INIT) {
+      const struct init_in *init = (const void *)(in + 1);
+      uint64_t flags = init->flags;
+      if (flags & FUSE_FLAG_INIT_EXT) flags |= (uint64_t)init->flags2 << 32;
+      atomic_store(&device_state.offered, flags);
+      atomic_store(&device_state.init_unique, in->unique);
+    }
+  }
+  return got;
+}
+
+/// Adds the wanted features the kernel offered to libfuse's INIT reply.
+static void amend_init(struct init_out *out) {
+  uint64_t offered = atomic_load(&device_state.offered);
+  unsigned negotiated = 0;
+  uint64_t add = 0;
+  if ((device_state.wanted & CFUSE_DEVICE_KILLPRIV_V2) && (offered & FUSE_FLAG_HANDLE_KILLPRIV_V2)) {
+    add |= FUSE_FLAG_HANDLE_KILLPRIV_V2;
+    negotiated |= CFUSE_DEVICE_KILLPRIV_V2;
+  }
+  uint64_t flags = out->flags | ((uint64_t)out->flags2 << 32);
+  if ((device_state.wanted & CFUSE_DEVICE_PASSTHROUGH) && (offered & FUSE_FLAG_PASSTHROUGH) &&
+      (offered & FUSE_FLAG_INIT_EXT) && !(flags & (1ULL << 16) /* FUSE_WRITEBACK_CACHE */)) {
+    add |= FUSE_FLAG_PASSTHROUGH | FUSE_FLAG_INIT_EXT;
+    out->max_stack_depth = PASSTHROUGH_STACK_DEPTH;
+    negotiated |= CFUSE_DEVICE_PASSTHROUGH;
+  }
+  flags |= add;
+  out->flags = (uint32_t)flags;
+  out->flags2 = (uint32_t)(flags >> 32);
+  atomic_store(&device_state.negotiated, negotiated);
+}
+
+static ssize_t device_writev(int fd, struct iovec *iov, int count, void *userdata) {
+  (void)userdata;
+  if (atomic_load_explicit(&device_state.init_pending, memory_order_acquire) && count == 2 &&
+      iov[0].iov_len == sizeof(struct out_header) && iov[1].iov_len == sizeof(struct init_out)) {
+    const struct out_header *header = iov[0].iov_base;
+    if (header->error == 0 && header->unique == atomic_load(&device_state.init_unique)) {
+      struct init_out amended;
+      memcpy(&amended, iov[1].iov_base, sizeof amended);
+      amend_init(&amended);
+      struct iovec replaced[2] = {iov[0], {.iov_base = &amended, .iov_len = sizeof amended}};
+      atomic_store_explicit(&device_state.init_pending, false, memory_order_release);
+      return writev(fd, replaced, 2);
+    }
+  }
+  return writev(fd, iov, count);
+}
+
+static ssize_t device_splice(int fdin, off_t *offin, int fdout, off_t *offout, size_t len, unsigned flags,
+                             void *userdata) {
+  (void)userdata;
+  return splice(fdin, offin, fdout, offout, len, flags);
+}
+
+int cfuse_device_install(struct fuse_session *se, unsigned wanted) {
+  static const struct fuse_custom_io io = {
+      .writev = device_writev,
+      .read = device_read,
+      .splice_receive = device_splice,
+      .splice_send = device_splice,
+  };
+  device_state.wanted = wanted;
+  device_state.device = fuse_session_fd(se);
+  atomic_store(&device_state.init_pending, true);
+  return fuse_session_custom_io(se, &io, device_state.device);
+}
+
+unsigned cfuse_device_negotiated(void) { return atomic_load(&device_state.negotiated); }
+
+int32_t cfuse_device_backing_open(int fd) {
+  struct backing_map map = {.fd = fd};
+  int id = ioctl(device_state.device, FUSE_DEV_IOC_BACKING_OPEN, &map);
+  if (id > 0) return id;
+  int error = id < 0 ? errno : EIO;
+  atomic_fetch_and(&device_state.negotiated, ~(unsigned)CFUSE_DEVICE_PASSTHROUGH);
+  return -error;
+}
+
+void cfuse_device_backing_close(int32_t backing_id) {
+  uint32_t id = (uint32_t)backing_id;
+  (void)ioctl(device_state.device, FUSE_DEV_IOC_BACKING_CLOSE, &id);
+}
+
+int cfuse_reply_open_backing(struct fuse_req *req, uint64_t fh, int no_flush, int32_t backing_id) {
+  struct open_out out = {
+      .fh = fh,
+      .open_flags = FOPEN_FLAG_PASSTHROUGH | (no_flush ? FOPEN_FLAG_NOFLUSH : 0),
+      .backing_id = backing_id,
+  };
+  return fuse_reply_buf(req, (const char *)&out, sizeof out);
+}

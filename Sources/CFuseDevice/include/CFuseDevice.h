@@ -1,0 +1,43 @@
+// The session's traffic with /dev/fuse, and the kernel features libfuse 3.14 predates.
+//
+// libfuse 3.14 speaks FUSE protocol 7.38; Linux 6.9+ offers more. AppBox installs its own
+// device I/O on the session (fuse_session_custom_io): requests and replies pass through
+// unchanged (read, writev, splice), except the reply to INIT, to which it adds, when the
+// kernel offered them:
+//   - FUSE_HANDLE_KILLPRIV_V2: the daemon clears set-user-ID/set-group-ID on writes and
+//     truncates; the kernel then stops asking for security.capability before every write;
+//   - FUSE_PASSTHROUGH: an open file may be backed by a registered backing file, whose
+//     reads and writes the kernel serves without the daemon.
+// One session per process (the state is global). Every symbol starts with `cfuse_device_`
+// or `cfuse_reply_`.
+#ifndef APPBOX_CFUSE_DEVICE_H
+#define APPBOX_CFUSE_DEVICE_H
+
+#include <stdint.h>
+
+struct fuse_session;
+struct fuse_req;
+
+/// Features to add to the INIT reply (bit set for `cfuse_device_install`'s `wanted`).
+enum {
+  CFUSE_DEVICE_KILLPRIV_V2 = 1,
+  CFUSE_DEVICE_PASSTHROUGH = 2,
+};
+
+/// Installs the device I/O on a mounted session. Returns 0 or -errno.
+int cfuse_device_install(struct fuse_session *se, unsigned wanted);
+
+/// The features the kernel accepted (0 until INIT has been answered).
+unsigned cfuse_device_negotiated(void);
+
+/// Registers an open backing file for passthrough. Returns its id (> 0) or -errno; after
+/// a refusal passthrough is switched off for the session.
+int32_t cfuse_device_backing_open(int fd);
+
+/// Drops a backing file's registration.
+void cfuse_device_backing_close(int32_t backing_id);
+
+/// Replies to `open` with a passthrough handle on `backing_id`.
+int cfuse_reply_open_backing(struct fuse_req *req, uint64_t fh, int no_flush, int32_t backing_id);
+
+#endif

@@ -1,0 +1,27 @@
+import CFuseDevice
+
+/// A backing file registered with the kernel for FUSE passthrough: an open file whose
+/// reply carries it has its reads and writes served by the kernel from the backing file.
+public struct BackingID: Hashable, Sendable {
+  public let rawValue: Int32
+}
+
+/// Registers backing files for passthrough opens (Linux ≥ 6.9, a daemon with
+/// CAP_SYS_ADMIN). Thread-safe; valid from the mount until the session ends.
+public struct PassthroughFiles: Sendable {
+  /// True once the kernel agreed to passthrough at INIT (always false before).
+  public var isAvailable: Bool { cfuse_device_negotiated() & UInt32(CFUSE_DEVICE_PASSTHROUGH) != 0 }
+
+  /// Registers `fd` (an open backing file; the kernel takes its own reference).
+  /// - Returns: nil when the kernel refuses (then `isAvailable` turns false: the daemon
+  ///   lacks CAP_SYS_ADMIN, or the backing filesystem cannot be stacked on).
+  public func register(_ fd: Int32) -> BackingID? {
+    let id = cfuse_device_backing_open(fd)
+    return id > 0 ? BackingID(rawValue: id) : nil
+  }
+
+  /// Drops the registration (open files that use it keep it until they are released).
+  public func unregister(_ id: BackingID) {
+    cfuse_device_backing_close(id.rawValue)
+  }
+}

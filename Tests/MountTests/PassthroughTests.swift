@@ -1,0 +1,174 @@
+import Foundation
+import Testing
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// FUSE passthrough (read-only opens served by the kernel from the backing file) and the
+/// set-ID clearing the daemon owes the kernel under FUSE_HANDLE_KILLPRIV_V2.
+@Suite("Passthrough and set-ID clearing", .needsFUSE, .timeLimit(.minutes(10)))
+struct PassthroughTests {
+  /// Whether this kernel and this test's privileges give passthrough: Linux ≥ 6.9 built
+  /// with CONFIG_FUSE_PASSTHROUGH (when the configuration is readable), a root daemon.
+  static let expected: Bool = {
+    var name = utsname()
+    uname(&name)
+    let release = withUnsafeBytes(of: name.release) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+    let version = release.split(separator: ".").prefix(2).compactMap { Int($0.prefix { $0.isNumber }) }
+    guard version.count == 2, (version[0], version[1]) >= (6, 9), geteuid() == 0 else { return false }
+    let config =
+      (try? Command.run("/bin/sh", ["-c", "zcat /proc/config.gz 2>/dev/null || cat /boot/config-$(uname -r)"]))?.output
+      ?? ""
+    return config.isEmpty || config.contains("CONFIG_FUSE_PASSTHROUGH=y")
+  }()
+
+  static func passthroughFiles(_ fixture: MountFixture) throws -> Int64 {
+    Quota.number(try Quota.status(fixture.mountpoint), "passthroughFiles")
+  }
+
+  @Test("a read-only open of a class C file is served by passthrough, and counted while open")
+  func readOnlyOpen() throws {
+    let fixture = try MountFixture.unlocked()
+    let content = pattern(3 << 20, seed: 11)
+    try writeFile(fixture.path("Documents/data"), content)
+    #expect(Quota.waitForReleases(fixture), "the writer's handle, released after close, would keep the file cached")
+    let status = try Quota.status(fixture.mountpoint)
+    #expect(status["passthrough"] as? Bool == Self.expected, "passthrough negotiated: \(status)")
+
+    let fd = try openFile(fixture.path("Documents/data"), O_RDONLY)
+    #expect(try Self.passthroughFiles(fixture) == (Self.expected ? 1 : 0))
+    let second = try openFile(fixture.path("Documents/data"), O_RDONLY)
+    #expect(try Self.passthroughFiles(fixture) == (Self.expected ? 1 : 0), "one backing file per inode")
+    for offset in [0, 4095, 1 << 20, (3 << 20) - 10] {
+      #expect(
+        try readAt(fd, count: 8192, offset: off_t(offset)) == Array(content[offset..<min(offset + 8192, 3 << 20)]))
+    }
+    #expect(try readToEnd(second) == content)
+    // mmap reads the backing pages too.
+    let mapped = mmap(nil, 3 << 20, PROT_READ, MAP_SHARED, fd, 0)
+    try #require(mapped != MAP_FAILED)
+    #expect(Array(UnsafeRawBufferPointer(start: mapped, count: 3 << 20)) == content)
+    munmap(mapped, 3 << 20)
+    close(fd)
+    close(second)
+    #expect(Quota.waitForReleases(fixture))
+    #expect(try Self.passthroughFiles(fixture) == 0)
+    try fixture.unmount()
+  }
+
+  @Test("a writer opening a file held open by passthrough writes through it; its bytes are charged at close")
+  func writerJoins() throws {
+    let fixture = try MountFixture.unlocked()
+    let path = fixture.path("Library/Caches/shared")
+    try writeFile(path, pattern(4096, seed: 1))
+    #expect(Quota.waitForReleases(fixture))
+    let reader = try openFile(path, O_RDONLY)
+    #expect(try Self.passthroughFiles(fixture) == (Self.expected ? 1 : 0))
+    let writer = try openFile(path, O_RDWR)
+    let grown = pattern(2 << 20, seed: 2)
+    try writeAll(writer, grown, at: 4096)
+    #expect(try readAt(reader, count: 2 << 20, offset: 4096) == grown, "the reader sees the writer's bytes")
+    #expect(try fstatFD(reader).st_size == 4096 + (2 << 20))
+    close(writer)
+    close(reader)
+    #expect(Quota.waitForReleases(fixture))
+    // Once closed, a new writer goes through the page cache and the quota again.
+    let again = try openFile(path, O_WRONLY | O_APPEND)
+    #expect(try Self.passthroughFiles(fixture) == 0)
+    try writeAll(again, pattern(4096, seed: 3))
+    close(again)
+    #expect(Quota.waitForReleases(fixture))
+    let status = try Quota.status(fixture.mountpoint)
+    #expect(Quota.number(status, "used") == (try Quota.du(fixture.backing)), "used == du after a passthrough writer")
+    try fixture.unmount()
+  }
+
+  @Test("class A files never use passthrough: a read through an old handle is refused once LOCKED")
+  func classAStaysChecked() throws {
+    let fixture = try MountFixture(arguments: ["--unlocked", "--grace", "0"])
+    let path = fixture.path("Documents/secret")
+    try writeFile(path, bytes("secret"))
+    try #require(Sys2.setxattr(path, ProtectionAttribute.protection, TestClass.A.name) == 0)
+    let fd = try openFile(path, O_RDONLY)
+    #expect(try Self.passthroughFiles(fixture) == 0)
+    #expect(try readAt(fd, count: 6, offset: 0) == bytes("secret"))
+    try fixture.control("lock")
+    try fixture.waitForState("LOCKED")
+    #expect(Sys2.pread(fd, count: 6).0 == .eperm)
+    try fixture.control("unlock")
+    close(fd)
+    try fixture.unmount()
+  }
+
+  @Test("a file open by passthrough cannot become class A or CX (EBUSY) until it is closed")
+  func reclassifyWhileOpen() throws {
+    let fixture = try MountFixture.unlocked()
+    let path = fixture.path("Documents/doc")
+    try writeFile(path, bytes("doc"))
+    #expect(Quota.waitForReleases(fixture))
+    let fd = try openFile(path, O_RDONLY)
+    if Self.expected {
+      #expect(Sys2.setxattr(path, ProtectionAttribute.protection, TestClass.A.name) == EBUSY)
+      #expect(Sys2.setxattr(path, ProtectionAttribute.protection, TestClass.CX.name) == EBUSY)
+      #expect(Sys2.protection(path) == TestClass.C.name)
+    }
+    #expect(Sys2.setxattr(path, ProtectionAttribute.protection, TestClass.D.name) == 0)
+    close(fd)
+    #expect(Quota.waitForReleases(fixture))
+    #expect(Sys2.setxattr(path, ProtectionAttribute.protection, TestClass.A.name) == 0)
+    #expect(Sys2.protection(path) == TestClass.A.name)
+    try fixture.unmount()
+  }
+
+  @Test("--no-passthrough: read-only opens go through the daemon, and reclassifying them works")
+  func switchedOff() throws {
+    let fixture = try MountFixture.unlocked(["--no-passthrough"])
+    let path = fixture.path("Documents/doc")
+    try writeFile(path, bytes("doc"))
+    #expect(Quota.waitForReleases(fixture))
+    #expect(try Quota.status(fixture.mountpoint)["passthrough"] as? Bool == false)
+    let fd = try openFile(path, O_RDONLY)
+    #expect(try readToEnd(fd) == bytes("doc"))
+    #expect(try Self.passthroughFiles(fixture) == 0)
+    #expect(Sys2.setxattr(path, ProtectionAttribute.protection, TestClass.A.name) == 0)
+    close(fd)
+    try fixture.unmount()
+  }
+
+  /// The modes a file ends with after `script` (run with `$f` set to the file) on the
+  /// mount and on a plain directory, starting from `mode` each time.
+  func modesAfter(_ script: String, asNobody: Bool, mode: mode_t, fixture: MountFixture) throws -> (
+    mount: mode_t, plain: mode_t
+  ) {
+    var modes: [mode_t] = []
+    for path in [fixture.path("Documents/setid"), fixture.root + "/plain-setid"] {
+      try writeFile(path, bytes("0123456789"))
+      try check(chmod(path, mode), "chmod \(path)")
+      let command = "f=" + shellQuote(path) + "; " + script
+      let result = asNobody ? try runAsNobody(command) : try Command.run("/bin/sh", ["-c", command])
+      #expect(result.status == 0, "\(script): \(result.error)")
+      modes.append(try statPath(path).st_mode & 0o7777)
+    }
+    return (modes[0], modes[1])
+  }
+
+  @Test(
+    "writes, truncates and O_TRUNC opens clear set-ID bits as on a local filesystem",
+    arguments: [
+      ("printf x >> \"$f\"", true), ("printf x >> \"$f\"", false), ("truncate -s 2 \"$f\"", true),
+      ("truncate -s 2 \"$f\"", false), (": > \"$f\"", true), ("printf x | dd of=\"$f\" conv=notrunc 2>/dev/null", true),
+    ])
+  func setIDClearing(_ script: String, _ asNobody: Bool) throws {
+    let fixture = try MountFixture.unlocked(["-o", "allow_other"])
+    try check(chmod(fixture.root, 0o755), "chmod fixture root")
+    for mode: mode_t in [0o6777, 0o6767, 0o4777] {
+      let (mount, plain) = try modesAfter(script, asNobody: asNobody, mode: mode, fixture: fixture)
+      #expect(
+        mount == plain,
+        "\(script) as \(asNobody ? "nobody" : "root") on mode \(String(mode, radix: 8)): mount \(String(mount, radix: 8)), local \(String(plain, radix: 8))"
+      )
+    }
+    try fixture.unmount()
+  }
+}
