@@ -311,12 +311,13 @@ bench_tree() { # target run: untar (+sync), git status, rm -rf; records what --o
   settle_inodes
 }
 
-# Runs are interleaved across targets (run 1 on each, then run 2…) so that drift of the
-# machine hits all three alike.
+# Runs are interleaved across targets (run 1 on each, then run 2…) and the order rotates
+# from run to run, so that drift of the machine, and what the target before left behind
+# (dirty pages, freed inodes), hit all three alike.
 each() { # function
-  local run t
+  local run i n=${#TARGET_LIST[@]}
   for ((run = 1; run <= RUNS; run++)); do
-    for t in "${TARGET_LIST[@]}"; do "$1" "$t" "$run"; done
+    for ((i = 0; i < n; i++)); do "$1" "${TARGET_LIST[(i + run - 1) % n]}" "$run"; done
   done
 }
 
