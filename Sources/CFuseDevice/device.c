@@ -92,6 +92,16 @@ static void amend_init(struct init_out *out) {
   atomic_store(&device_state.negotiated, negotiated);
 }
 
+/// The kernel applies the INIT reply while it is written. Registering a backing file
+/// needs CAP_SYS_ADMIN, checked before the descriptor: a probe with no descriptor fails
+/// with EBADF when the daemon may, EPERM when it may not (then passthrough is off).
+static void probe_passthrough(void) {
+  if (!(atomic_load(&device_state.negotiated) & CFUSE_DEVICE_PASSTHROUGH)) return;
+  struct backing_map map = {.fd = -1};
+  if (ioctl(device_state.device, FUSE_DEV_IOC_BACKING_OPEN, &map) < 0 && errno == EBADF) return;
+  atomic_fetch_and(&device_state.negotiated, ~(unsigned)CFUSE_DEVICE_PASSTHROUGH);
+}
+
 static ssize_t device_writev(int fd, struct iovec *iov, int count, void *userdata) {
   (void)userdata;
   if (atomic_load_explicit(&device_state.init_pending, memory_order_acquire) && count == 2 &&
@@ -103,7 +113,9 @@ static ssize_t device_writev(int fd, struct iovec *iov, int count, void *userdat
       amend_init(&amended);
       struct iovec replaced[2] = {iov[0], {.iov_base = &amended, .iov_len = sizeof amended}};
       atomic_store_explicit(&device_state.init_pending, false, memory_order_release);
-      return writev(fd, replaced, 2);
+      ssize_t written = writev(fd, replaced, 2);
+      if (written > 0) probe_passthrough();
+      return written;
     }
   }
   return writev(fd, iov, count);
