@@ -55,9 +55,6 @@ final class Inode: Sendable {
 
   /// How the kernel does I/O on the open handles of this file; see ``IOMode``.
   let ioMode = Mutex(IOMode())
-  /// Set once `security.capability` was found absent (the kernel asks before every
-  /// write); cleared when it is set through the mount.
-  let hasNoCapabilities = Atomic<Bool>(false)
 
   /// The directory and name the kernel first looked this inode up by: where to ask the
   /// kernel to drop it when descriptors run short (a later rename makes it stale, which

@@ -53,7 +53,7 @@ extension SandboxFilesystem {
   func opened(_ fd: Int32, flags: Int32, inode: Inode) -> OpenedFile {
     let direct = flags & Linux.openDirect != 0
     let mayPassthrough =
-      inode.isRegularFile && !direct && flags & O_ACCMODE == O_RDONLY
+      passthrough.isAvailable && inode.isRegularFile && !direct && flags & O_ACCMODE == O_RDONLY
       && AccessRule.handleIOStaysAllowed(protectionClass(of: inode), in: protection.snapshot)
     let (kind, backing) = inode.ioMode.withLock { mode -> (HandleKind, BackingID?) in
       if let backing = mode.backing {
@@ -77,7 +77,6 @@ extension SandboxFilesystem {
   /// Registers `inode`'s backing file for passthrough, read-write when the daemon can open
   /// it so (a writer may join later), else through the read-only handle `fd`.
   private func registerBacking(_ inode: Inode, fd: Int32) -> BackingID? {
-    guard let passthrough = passthrough.withLock({ $0 }), passthrough.isAvailable else { return nil }
     guard let writable = try? Sys.reopen(inode.fd, flags: O_RDWR | O_CLOEXEC) else { return passthrough.register(fd) }
     defer { Sys.close(writable) }
     return passthrough.register(writable)
@@ -100,7 +99,7 @@ extension SandboxFilesystem {
       }
     }
     if let unregister {
-      passthrough.withLock { $0 }?.unregister(unregister)
+      passthrough.unregister(unregister)
       passthroughFiles.subtract(1, ordering: .relaxed)
     }
   }

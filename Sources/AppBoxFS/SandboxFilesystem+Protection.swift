@@ -19,9 +19,11 @@ extension SandboxFilesystem {
     return value
   }
 
-  /// The class stored on the backing inode, if any.
-  func storedProtection(of inode: Inode) -> ProtectionClass? {
-    for name in [AppBoxAttribute.protection.name, AppBoxAttribute.inheritedProtectionName] {
+  /// The class stored on the backing inode under the first of `names` that holds one.
+  func storedProtection(
+    of inode: Inode, names: [String] = [AppBoxAttribute.protection.name, AppBoxAttribute.inheritedProtectionName]
+  ) -> ProtectionClass? {
+    for name in names {
       if let stored = try? Xattr.value(inode.fd, name: name), let value = ProtectionClass(parsing: stored) {
         return value
       }

@@ -38,7 +38,7 @@ extension SandboxFilesystem {
         ("noSpaceRefusals", String(books.noSpaceRefusals)),
         ("refusals", refusals),
         ("nodes", String(inodes.count)),
-        ("passthrough", passthrough.withLock { $0?.isAvailable ?? false } ? "true" : "false"),
+        ("passthrough", passthrough.isAvailable ? "true" : "false"),
         ("passthroughFiles", String(passthroughFiles.load(ordering: .relaxed))),
       ]
       return "{" + fields.map { JSONText.quoted($0.0) + ":" + $0.1 }.joined(separator: ",") + "}"

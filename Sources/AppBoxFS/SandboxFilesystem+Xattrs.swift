@@ -19,8 +19,7 @@ extension SandboxFilesystem {
   ///
   /// Fast path: `security.`, `system.` and `trusted.` names are never reserved and map to
   /// themselves (``XattrNameMapping/backingName(forMountName:)``), so they are passed on
-  /// without copying. The kernel asks for `security.capability` before every write to a
-  /// file (to strip capabilities), so this is on the write path.
+  /// without copying.
   func withBackingXattrName<R>(_ name: UnsafePointer<CChar>, _ body: (UnsafePointer<CChar>) throws(Errno) -> R)
     throws(Errno) -> R
   {
@@ -48,22 +47,13 @@ extension SandboxFilesystem {
       return try setOwn(attribute, of: inode, to: Array(value), flags: flags)
     }
     try withBackingXattrName(name) { (p) throws(Errno) in try Xattr.set(inode.fd, p, value, flags: flags) }
-    if isSecurityCapability(name) { inode.hasNoCapabilities.store(false, ordering: .relaxed) }
   }
 
   /// `getxattr`.
   public func getxattr(_ ctx: RequestContext, node: NodeID, name: UnsafePointer<CChar>) throws(Errno) -> [UInt8] {
     let inode = inodes.inode(node)
-    // The kernel asks for security.capability before every write: remember its absence.
-    let capability = isSecurityCapability(name)
-    if capability, inode.hasNoCapabilities.load(ordering: .relaxed) { throw .noData }
     if let attribute = AppBoxAttribute(name: CName(name)) { return try own(attribute, of: inode) }
-    do throws(Errno) {
-      return try withBackingXattrName(name) { (p) throws(Errno) -> [UInt8] in try Xattr.value(inode.fd, p) }
-    } catch  where capability && error == .noData {
-      inode.hasNoCapabilities.store(true, ordering: .relaxed)
-      throw error
-    }
+    return try withBackingXattrName(name) { (p) throws(Errno) -> [UInt8] in try Xattr.value(inode.fd, p) }
   }
 
   /// `listxattr`: every backing name as the mount shows it, except AppBox's internal
@@ -94,11 +84,6 @@ extension SandboxFilesystem {
       return try removeOwn(attribute, of: inode)
     }
     try withBackingXattrName(name) { (p) throws(Errno) in try Xattr.remove(inode.fd, p) }
-  }
-
-  /// Whether a name is `security.capability`.
-  private func isSecurityCapability(_ name: UnsafePointer<CChar>) -> Bool {
-    strcmp(name, "security.capability") == 0
   }
 
   // MARK: AppBox's own attributes
@@ -175,11 +160,10 @@ extension SandboxFilesystem {
     case .protection:
       let current = protectionClass(of: inode)
       try check(.openExisting, current, path: mountPath(of: inode))
-      let inherited = (try? Xattr.value(inode.fd, name: AppBoxAttribute.inheritedProtectionName))
-        .flatMap { ProtectionClass(parsing: $0) }
-      try checkNoPassthrough(inode, becoming: inherited ?? options.defaultProtection)
+      let fallback = storedProtection(of: inode, names: [AppBoxAttribute.inheritedProtectionName])
+      try checkNoPassthrough(inode, becoming: fallback ?? options.defaultProtection)
       try Xattr.remove(inode.fd, name: attribute.name)
-      reclassified(inode, to: storedProtection(of: inode) ?? options.defaultProtection)
+      reclassified(inode, to: fallback ?? options.defaultProtection)
     case .purgeUrgency:
       try Xattr.remove(inode.fd, name: attribute.name)
       storage.books.withLock { _ = $0.catalog.setUrgency(ino: inode.key.inode, .none) }

@@ -33,8 +33,8 @@ public final class SandboxFilesystem: FuseFilesystem {
   let domainRoots: [StorageDomain: UInt64]
   /// Set once the mount is up.
   let notifier = Mutex<KernelNotifier?>(nil)
-  /// Set once the mount is up; registers backing files for passthrough opens.
-  let passthrough = Mutex<PassthroughFiles?>(nil)
+  /// Registers backing files for passthrough opens (available once the kernel agreed).
+  let passthrough = PassthroughFiles()
   /// Files open in passthrough mode now.
   let passthroughFiles = Atomic<Int>(0)
   /// How many inodes the kernel may hold before AppBox asks it to drop some: each holds
@@ -97,9 +97,8 @@ public final class SandboxFilesystem: FuseFilesystem {
     return roots
   }
 
-  public func mounted(notifier: KernelNotifier, passthrough: PassthroughFiles) {
+  public func mounted(notifier: KernelNotifier) {
     self.notifier.withLock { $0 = notifier }
-    self.passthrough.withLock { $0 = passthrough }
     startMaintenance()
   }
 

@@ -176,9 +176,8 @@ public struct SetAttributes: OptionSet, Sendable {
 /// one reply per request. Methods that return an ``Entry`` add one to the node's lookup
 /// count; ``forget(_:count:)`` takes counts away.
 public protocol FuseFilesystem: AnyObject, Sendable {
-  /// The mount is up; `notifier` can invalidate the kernel's caches from now on, and
-  /// `passthrough` registers backing files (once the kernel has agreed to it).
-  func mounted(notifier: KernelNotifier, passthrough: PassthroughFiles)
+  /// The mount is up; `notifier` can invalidate the kernel's caches from now on.
+  func mounted(notifier: KernelNotifier)
   /// `lookup`: +1 lookup on the returned node.
   func lookup(_ ctx: RequestContext, parent: NodeID, name: UnsafePointer<CChar>) throws(Errno) -> Entry
   /// `forget` / `forget_multi`: the kernel dropped `count` lookups of `node`.

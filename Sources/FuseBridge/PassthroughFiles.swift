@@ -7,8 +7,10 @@ public struct BackingID: Hashable, Sendable {
 }
 
 /// Registers backing files for passthrough opens (Linux ≥ 6.9, a daemon with
-/// CAP_SYS_ADMIN). Thread-safe; valid from the mount until the session ends.
+/// CAP_SYS_ADMIN). Thread-safe; the process's one session decides availability at INIT.
 public struct PassthroughFiles: Sendable {
+  public init() {}
+
   /// True once the kernel agreed to passthrough at INIT (always false before).
   public var isAvailable: Bool { cfuse_device_negotiated() & UInt32(CFUSE_DEVICE_PASSTHROUGH) != 0 }
 
