@@ -116,10 +116,12 @@ cleanup() {
   if ((KEEP)); then log "kept $BASE"; else rm -rf --one-file-system "$BASE"; fi
   exit "$status"
 }
+# Whether a process runs: a zombie has exited (init may reap a daemon only seconds later).
+running() { kill -0 "$1" 2>/dev/null && [[ $(awk '{ print $3 }' "/proc/$1/stat" 2>/dev/null) != Z ]]; }
 # Waits up to 10 s for a process we started to end after its unmount, then signals it.
 stop_pid() {
   local pid=$1 i
-  for ((i = 0; i < 100; i++)); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.1; done
+  for ((i = 0; i < 100; i++)); do running "$pid" || return 0; sleep 0.1; done
   log "process $pid still running after unmount: sending SIGTERM"
   kill -TERM "$pid" 2>/dev/null || true
 }
@@ -131,7 +133,7 @@ wait_for_mount() { # path pid
   local i
   for ((i = 0; i < 100; i++)); do
     [[ $(findmnt -no FSTYPE --mountpoint "$1" 2>/dev/null) == fuse* ]] && return 0
-    [[ -z ${2:-} ]] || kill -0 "$2" 2>/dev/null || die "the daemon for $1 exited before mounting"
+    [[ -z ${2:-} ]] || running "$2" || die "the daemon for $1 exited before mounting"
     sleep 0.1
   done
   die "$1 was not mounted within 10 s"

@@ -1,4 +1,5 @@
 import Foundation
+import Posix
 
 /// Where a running mount keeps its pid file, log and control socket: a directory only its
 /// owner can enter (`$XDG_RUNTIME_DIR/appbox`, else `/run/appbox` for root, else
@@ -66,7 +67,7 @@ struct MountFiles {
   /// The daemon's process id, if its pid file names a live process.
   var daemonPID: pid_t? {
     guard let text = try? String(contentsOfFile: pid, encoding: .utf8),
-      let value = pid_t(text.trimmingCharacters(in: .whitespacesAndNewlines)), value > 0, kill(value, 0) == 0
+      let value = pid_t(text.trimmingCharacters(in: .whitespacesAndNewlines)), value > 0, Spawn.isRunning(value)
     else { return nil }
     return value
   }

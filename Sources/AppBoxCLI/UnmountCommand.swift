@@ -32,18 +32,11 @@ enum UnmountCommand {
     guard status == 0 else {
       throw CLIError(.busy, "could not unmount \(mountpoint) (in use? close the programs using it, or use --lazy)")
     }
-    if let pid { waitForExit(pid) }
+    if let pid { _ = Spawn.waitForExit(pid, milliseconds: 30_000) }  // its teardown
     return .success
   }
 
   static var fusermount: String {
     ["/usr/bin/fusermount3", "/bin/fusermount3"].first { access($0, X_OK) == 0 } ?? "fusermount3"
-  }
-
-  /// Waits (up to 30 s) for the daemon to finish its teardown.
-  static func waitForExit(_ pid: pid_t) {
-    for _ in 0..<3000 where kill(pid, 0) == 0 {
-      usleep(10_000)
-    }
   }
 }

@@ -49,6 +49,24 @@ public enum Spawn {
     return signal == 0 ? (status >> 8) & 0xff : 128 + signal
   }
 
+  /// Waits up to `milliseconds` for process `pid`, which need not be a child, to exit.
+  /// A zombie has exited: a daemon's parent is init, which may reap it only seconds later.
+  /// - Returns: true once it has exited (or no such process exists).
+  public static func waitForExit(_ pid: pid_t, milliseconds: Int32) -> Bool {
+    let descriptor = cposix_pidfd_open(pid)
+    guard descriptor >= 0 else { return errno == ESRCH }
+    defer { close(descriptor) }
+    var entry = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
+    while true {
+      let ready = poll(&entry, 1, milliseconds)
+      if ready >= 0 { return ready > 0 }
+      if errno != EINTR { return false }
+    }
+  }
+
+  /// Whether process `pid` exists and has not exited (see ``waitForExit(_:milliseconds:)``).
+  public static func isRunning(_ pid: pid_t) -> Bool { !waitForExit(pid, milliseconds: 0) }
+
   /// Runs a program to completion.
   /// - Returns: its exit code (127 when it could not be started).
   public static func run(_ path: String, _ arguments: [String]) -> Int32 {

@@ -64,6 +64,8 @@ static inline int cposix_spawn_addclosefrom(posix_spawn_file_actions_t *actions,
   return posix_spawn_file_actions_addclosefrom_np(actions, lowest);
 }
 static inline short cposix_spawn_setsid(void) { return 0x80; /* POSIX_SPAWN_SETSID, GNU-only */ }
+/// A descriptor that becomes readable once process `pid` has exited (Linux >= 5.3).
+static inline int cposix_pidfd_open(pid_t pid) { return (int)syscall(SYS_pidfd_open, pid, 0); }
 
 static inline ssize_t cposix_getxattr(const char *path, const char *name, void *value, size_t size) {
   return getxattr(path, name, value, size);

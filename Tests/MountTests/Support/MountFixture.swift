@@ -1,4 +1,5 @@
 import Foundation
+import Posix
 import Testing
 
 #if canImport(Glibc)
@@ -158,7 +159,8 @@ final class MountFixture {
     mounted = !(result.status == 0)
     #expect(!Self.isMounted(mountpoint), sourceLocation: sourceLocation)
     if let pid = daemonPID {
-      #expect(waitUntil { kill(pid, 0) != 0 }, "daemon \(pid) did not exit", sourceLocation: sourceLocation)
+      #expect(
+        Spawn.waitForExit(pid, milliseconds: 10_000), "daemon \(pid) did not exit", sourceLocation: sourceLocation)
     }
   }
 
