@@ -4,7 +4,7 @@ import CPosixShim
   import Glibc
 #endif
 
-/// Starting and waiting for child processes (the CLI's only process calls).
+/// Starting child processes and waiting for processes to end (the CLI's only process calls).
 public enum Spawn {
   /// Starts `path` with `arguments` (argv[0] included) and the current environment.
   /// With `detach`, the child runs in a new session with standard input from `/dev/null`,
