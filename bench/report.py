@@ -6,7 +6,9 @@ Usage: report.py RUNS.csv LATEST.md [header line ...]
 The CSV has the columns workload,unit,better,target,run,value where `better` is
 "higher" (rates) or "lower" (times). The speed ratios are oriented so that a ratio
 above 1 always means AppBox is faster: rate(AppBox) / rate(other) for rates,
-time(other) / time(AppBox) for times.
+time(other) / time(AppBox) for times. Runs are also paired by their number: the ratio
+to bindfs within each run (the targets of one run are measured minutes apart, in
+rotating order) gives the spread and how many runs AppBox was ahead in.
 """
 
 import csv
@@ -50,18 +52,19 @@ def speed(appbox, other, better):
 
 def main() -> int:
     runs_path, md_path, header = sys.argv[1], sys.argv[2], sys.argv[3:]
-    values, units, better, counts = {}, {}, {}, {}
+    values, by_run, units, better, counts = {}, {}, {}, {}, {}
     with open(runs_path, newline="") as f:
         for row in csv.DictReader(f):
             key = (row["workload"], row["target"])
             values.setdefault(key, []).append(float(row["value"]))
+            by_run.setdefault(key, {})[row["run"]] = float(row["value"])
             units[row["workload"]] = row["unit"]
             better[row["workload"]] = row["better"]
     workloads = [w for w in ORDER if w in units] + sorted(w for w in units if w not in ORDER)
 
     columns = [
         "workload", "unit", "native", "bindfs", "appbox",
-        "appbox vs native (×)", "appbox vs bindfs (×)", "ahead of bindfs",
+        "appbox vs native (×)", "appbox vs bindfs (×)", "per run vs bindfs (×)", "ahead of bindfs",
     ]
     rows = []
     for w in workloads:
@@ -73,16 +76,23 @@ def main() -> int:
         unit = units[w] + (" ↑" if better[w] == "higher" else " ↓")
         vn = speed(med["appbox"], med["native"], better[w])
         vb = speed(med["appbox"], med["bindfs"], better[w])
+        paired = by_run.get((w, "appbox"), {}), by_run.get((w, "bindfs"), {})
+        per_run = [r for r in (speed(paired[0][n], paired[1][n], better[w]) for n in paired[0] if n in paired[1]) if r]
+        spread = f"{min(per_run):.2f}–{max(per_run):.2f}" if len(per_run) > 1 else "–"
         ahead = "–" if vb is None else ("yes" if vb > 1 else "**NO**")
+        if per_run:
+            ahead += f" ({sum(r > 1 for r in per_run)}/{len(per_run)} runs)"
         rows.append([
             TITLES.get(w, w), unit, fmt(med["native"]), fmt(med["bindfs"]), fmt(med["appbox"]),
-            "–" if vn is None else f"{vn:.2f}", "–" if vb is None else f"{vb:.2f}", ahead,
+            "–" if vn is None else f"{vn:.2f}", "–" if vb is None else f"{vb:.2f}", spread, ahead,
         ])
 
     legend = (
         "Medians over the runs. Unit ↑ = higher is better (rates), ↓ = lower is better (seconds). "
         "Ratio columns are speed ratios: above 1 means AppBox is faster "
-        "(rate(AppBox)/rate(other), or time(other)/time(AppBox))."
+        "(rate(AppBox)/rate(other), or time(other)/time(AppBox)). "
+        "Per run: the lowest and highest ratio to bindfs within one run; "
+        "(k/n runs): in how many runs AppBox was ahead of bindfs."
     )
     widths = [max(len(c), *(len(r[i]) for r in rows)) for i, c in enumerate(columns)]
     line = lambda cells: "  ".join(c.ljust(widths[i]) if i < 2 else c.rjust(widths[i]) for i, c in enumerate(cells))
