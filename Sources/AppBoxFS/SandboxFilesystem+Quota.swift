@@ -29,7 +29,10 @@ extension SandboxFilesystem {
     guard need > 0 else { return 0 }
     let (granted, plan) = storage.reserveOrPlan(need, domain: domain)
     if let granted { return granted }
-    if let plan { carryOut(plan) }
+    if let plan {
+      RequestReading.handOff()  // unlinking the victims may take a while
+      carryOut(plan)
+    }
     return storage.reserveFree(need, domain: domain)
   }
 

@@ -160,6 +160,7 @@ public final class SandboxFilesystem: FuseFilesystem {
         return try Sys.openat(parent.fd, name, Linux.openPath | O_NOFOLLOW | O_CLOEXEC)
       } catch  where error == .tooManyOpenFiles && attempts < 100 {
         releaseDescriptors()
+        if attempts == 0 { RequestReading.handOff() }  // the forgets come as requests
         attempts += 1
         Clock.sleep(seconds: 0.005)
       }

@@ -8,6 +8,7 @@
 //     truncates; the kernel then stops asking for security.capability before every write;
 //   - FUSE_PASSTHROUGH: an open file may be backed by a registered backing file, whose
 //     reads and writes the kernel serves without the daemon.
+// Requests are read by one worker thread at a time (reader.c).
 // One session per process (the state is global). Every symbol starts with `cfuse_device_`
 // or `cfuse_reply_`.
 #ifndef APPBOX_CFUSE_DEVICE_H
@@ -36,6 +37,10 @@ int32_t cfuse_device_backing_open(int fd);
 
 /// Drops a backing file's registration.
 void cfuse_device_backing_close(int32_t backing_id);
+
+/// Lets another worker read requests while this one waits or works for long. Call from a
+/// request handler before such a wait (for a forget, which comes as a request) or work.
+void cfuse_device_hand_off(void);
 
 /// Replies to `open` with a passthrough handle on `backing_id`.
 int cfuse_reply_open_backing(struct fuse_req *req, uint64_t fh, int no_flush, int32_t backing_id);

@@ -1,0 +1,114 @@
+// One reader at a time: which worker thread takes the next request from /dev/fuse.
+//
+// With every idle worker blocked in read(), the kernel hands each request to the worker
+// that has waited longest (exclusive waiters queue in order): a program's requests go round
+// the pool, each one waking a sleeping thread, often on the other CPU, while the thread that
+// has just answered goes to the back of the queue. So only one worker (the reader) waits in
+// read(); the others wait here. The reader serves a quick request itself and then reads
+// again, so one program's stream of requests stays on one awake thread (a close's RELEASE
+// is usually still being answered when the next open's GETATTR arrives).
+//
+// A request that may keep its worker for long first passes the reading to another worker,
+// so that it runs beside the others: fsync, flush, fallocate, copy_file_range, truncate,
+// reads and writes of more than 64 KiB; so does a handler that is about to wait or to work
+// for long (cfuse_device_hand_off).
+#define _GNU_SOURCE
+#include "reader.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+#include <unistd.h>
+
+static struct {
+  pthread_mutex_t lock;
+  pthread_cond_t turn;  // signalled when the reading is free for a waiting worker
+  bool reading;         // a worker is in (or on its way into) read()
+  int ended;            // the errno that ended the session's reads (sticky), or 0
+} readers = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, 0};
+
+// From the kernel's include/uapi/linux/fuse.h.
+enum {
+  IN_HEADER_SIZE = 40,  // struct fuse_in_header: len, opcode, unique, nodeid, uid, gid, pid, …
+  OP_SETATTR = 4,
+  OP_READ = 15,
+  OP_WRITE = 16,
+  OP_FSYNC = 20,
+  OP_FLUSH = 25,
+  OP_FSYNCDIR = 30,
+  OP_FALLOCATE = 43,
+  OP_COPY_FILE_RANGE = 47,
+  FATTR_SIZE = 1 << 3,        // fuse_setattr_in.valid, its first field
+  READ_SIZE_OFFSET = 16,      // fuse_read_in: fh, offset, size
+  WRITE_IN_SIZE = 40,         // fuse_write_in, then the data
+  LARGE_IO = 64 * 1024,
+};
+
+static uint32_t field32(const void *request, size_t offset) {
+  uint32_t value;
+  memcpy(&value, (const char *)request + offset, sizeof value);
+  return value;
+}
+
+/// Whether serving `request` may keep a worker for long.
+static bool may_take_long(const void *request, ssize_t length) {
+  if (length < IN_HEADER_SIZE) return true;
+  size_t body = (size_t)length - IN_HEADER_SIZE;
+  switch (field32(request, 4)) {
+    case OP_FSYNC:
+    case OP_FLUSH:
+    case OP_FSYNCDIR:
+    case OP_FALLOCATE:
+    case OP_COPY_FILE_RANGE:
+      return true;
+    case OP_SETATTR:
+      return body < 4 || (field32(request, IN_HEADER_SIZE) & FATTR_SIZE);
+    case OP_READ:
+      return body < READ_SIZE_OFFSET + 4 || field32(request, IN_HEADER_SIZE + READ_SIZE_OFFSET) > LARGE_IO;
+    case OP_WRITE:
+      return body > WRITE_IN_SIZE + LARGE_IO;
+    default:
+      return false;
+  }
+}
+
+static void unlock(void *mutex) { pthread_mutex_unlock(mutex); }
+
+ssize_t reader_take(int fd, void *buf, size_t len) {
+  pthread_mutex_lock(&readers.lock);
+  // A waiting worker may be cancelled: libfuse cancels its workers at exit.
+  pthread_cleanup_push(unlock, &readers.lock);
+  while (readers.reading && !readers.ended) pthread_cond_wait(&readers.turn, &readers.lock);
+  pthread_cleanup_pop(0);
+  if (readers.ended) {
+    int ended = readers.ended;
+    pthread_mutex_unlock(&readers.lock);
+    errno = ended;
+    return -1;
+  }
+  readers.reading = true;
+  pthread_mutex_unlock(&readers.lock);
+
+  ssize_t got = read(fd, buf, len);
+  int error = errno;
+
+  pthread_mutex_lock(&readers.lock);
+  readers.reading = false;
+  if (got < 0 && error == ENODEV) {  // unmounted: every waiting worker ends too
+    readers.ended = ENODEV;
+    pthread_cond_broadcast(&readers.turn);
+  } else if (got < 0 || may_take_long(buf, got)) {
+    pthread_cond_signal(&readers.turn);
+  }
+  pthread_mutex_unlock(&readers.lock);
+  errno = error;
+  return got;
+}
+
+void cfuse_device_hand_off(void) {
+  pthread_mutex_lock(&readers.lock);
+  if (!readers.reading) pthread_cond_signal(&readers.turn);
+  pthread_mutex_unlock(&readers.lock);
+}
