@@ -56,7 +56,7 @@ static struct {
 
 static ssize_t device_read(int fd, void *buf, size_t len, void *userdata) {
   (void)userdata;
-  ssize_t got = reader_take(fd, buf, len);
+  ssize_t got = cfuse_device_take_request(fd, buf, len);
   if (got >= (ssize_t)(sizeof(struct in_header) + offsetof(struct init_in, unused)) &&
       atomic_load_explicit(&device_state.init_pending, memory_order_acquire)) {
     const struct in_header *in = buf;

@@ -76,7 +76,7 @@ static bool may_take_long(const void *request, ssize_t length) {
 
 static void unlock(void *mutex) { pthread_mutex_unlock(mutex); }
 
-ssize_t reader_take(int fd, void *buf, size_t len) {
+ssize_t cfuse_device_take_request(int fd, void *buf, size_t len) {
   pthread_mutex_lock(&readers.lock);
   // A waiting worker may be cancelled: libfuse cancels its workers at exit.
   pthread_cleanup_push(unlock, &readers.lock);

@@ -7,6 +7,6 @@
 
 /// Reads the next request from `fd` into `buf` as read(2) does, once it is this thread's
 /// turn to read.
-ssize_t reader_take(int fd, void *buf, size_t len);
+ssize_t cfuse_device_take_request(int fd, void *buf, size_t len);
 
 #endif
