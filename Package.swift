@@ -29,5 +29,6 @@ let package = Package(
       exclude: ["README.md"]),
     .testTarget(name: "SandboxPolicyTests", dependencies: ["SandboxPolicy"]),
     .testTarget(name: "MountTests", dependencies: ["appbox", "Posix", "SandboxPolicy"]),
+    .testTarget(name: "FuseDeviceTests", dependencies: ["CFuseDevice"]),
   ]
 )

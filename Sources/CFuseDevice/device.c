@@ -2,7 +2,6 @@
 #define _GNU_SOURCE
 #define FUSE_USE_VERSION 314
 #include "CFuseDevice.h"
-#include "reader.h"
 
 #include <errno.h>
 #include <fcntl.h>

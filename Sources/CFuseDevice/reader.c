@@ -13,7 +13,7 @@
 // reads and writes of more than 64 KiB; so does a handler that is about to wait or to work
 // for long (cfuse_device_hand_off).
 #define _GNU_SOURCE
-#include "reader.h"
+#include "CFuseDevice.h"
 
 #include <errno.h>
 #include <pthread.h>

@@ -14,7 +14,9 @@
 #ifndef APPBOX_CFUSE_DEVICE_H
 #define APPBOX_CFUSE_DEVICE_H
 
+#include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 struct fuse_session;
 struct fuse_req;
@@ -37,6 +39,11 @@ int32_t cfuse_device_backing_open(int fd);
 
 /// Drops a backing file's registration.
 void cfuse_device_backing_close(int32_t backing_id);
+
+/// Reads the next request from `fd` into `buf` as read(2) does, once it is this thread's
+/// turn to read (reader.c). The session's device I/O reads through it; tests call it on a
+/// socket.
+ssize_t cfuse_device_take_request(int fd, void *buf, size_t len);
 
 /// Lets another worker read requests while this one waits or works for long. Call from a
 /// request handler before such a wait (for a forget, which comes as a request) or work.
