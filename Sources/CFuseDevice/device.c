@@ -19,7 +19,6 @@ enum { FUSE_OPCODE_INIT = 26 };
 #define FUSE_FLAG_HANDLE_KILLPRIV_V2 (1ULL << 28)
 #define FUSE_FLAG_INIT_EXT (1ULL << 30)
 #define FUSE_FLAG_PASSTHROUGH (1ULL << 37)
-#define FOPEN_FLAG_NOFLUSH (1u << 5)
 #define FOPEN_FLAG_PASSTHROUGH (1u << 7)
 // Backing stacked at most this deep under the mount (2: also over overlayfs, as in a
 // container); nothing can then be stacked on the mount itself.
@@ -102,8 +101,35 @@ static void probe_passthrough(void) {
   atomic_fetch_and(&device_state.negotiated, ~(unsigned)CFUSE_DEVICE_PASSTHROUGH);
 }
 
+// The backing file the reply being written by this thread must carry (0: none). libfuse
+// 3.14 writes open and create replies without passthrough; cfuse_reply_*_backing set this
+// around its call, and device_writev adds FOPEN_PASSTHROUGH and the id to the fuse_open_out
+// that ends the reply.
+static _Thread_local int32_t reply_backing;
+
+/// The largest reply ending in a fuse_open_out: create's (fuse_entry_out, then it).
+#define OPEN_REPLY_MAX (128 + sizeof(struct open_out))
+
+/// Writes an open or create reply with passthrough on `reply_backing`.
+static ssize_t write_backing_reply(int fd, struct iovec *iov) {
+  char amended[OPEN_REPLY_MAX];
+  memcpy(amended, iov[1].iov_base, iov[1].iov_len);
+  struct open_out out;
+  char *last = amended + iov[1].iov_len - sizeof out;
+  memcpy(&out, last, sizeof out);
+  out.open_flags |= FOPEN_FLAG_PASSTHROUGH;
+  out.backing_id = reply_backing;
+  memcpy(last, &out, sizeof out);
+  struct iovec replaced[2] = {iov[0], {.iov_base = amended, .iov_len = iov[1].iov_len}};
+  return writev(fd, replaced, 2);
+}
+
 static ssize_t device_writev(int fd, struct iovec *iov, int count, void *userdata) {
   (void)userdata;
+  if (reply_backing > 0 && count == 2 && iov[1].iov_len >= sizeof(struct open_out) &&
+      iov[1].iov_len <= OPEN_REPLY_MAX) {
+    return write_backing_reply(fd, iov);
+  }
   if (atomic_load_explicit(&device_state.init_pending, memory_order_acquire) && count == 2 &&
       iov[0].iov_len == sizeof(struct out_header) && iov[1].iov_len == sizeof(struct init_out)) {
     const struct out_header *header = iov[0].iov_base;
@@ -156,11 +182,17 @@ void cfuse_device_backing_close(int32_t backing_id) {
   (void)ioctl(device_state.device, FUSE_DEV_IOC_BACKING_CLOSE, &id);
 }
 
-int cfuse_reply_open_backing(struct fuse_req *req, uint64_t fh, int no_flush, int32_t backing_id) {
-  struct open_out out = {
-      .fh = fh,
-      .open_flags = FOPEN_FLAG_PASSTHROUGH | (no_flush ? FOPEN_FLAG_NOFLUSH : 0),
-      .backing_id = backing_id,
-  };
-  return fuse_reply_buf(req, (const char *)&out, sizeof out);
+int cfuse_reply_open_backing(struct fuse_req *req, const struct fuse_file_info *fi, int32_t backing_id) {
+  reply_backing = backing_id;
+  int sent = fuse_reply_open(req, fi);
+  reply_backing = 0;
+  return sent;
+}
+
+int cfuse_reply_create_backing(struct fuse_req *req, const struct fuse_entry_param *entry,
+                               const struct fuse_file_info *fi, int32_t backing_id) {
+  reply_backing = backing_id;
+  int sent = fuse_reply_create(req, entry, fi);
+  reply_backing = 0;
+  return sent;
 }

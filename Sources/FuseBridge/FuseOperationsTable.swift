@@ -187,7 +187,7 @@ nonisolated func makeOperations() -> fuse_lowlevel_ops {
       apply(opened, to: fi!)
       let sent =
         if let backing = opened.backing {
-          cfuse_reply_open_backing(req, opened.handle, opened.noFlush ? 1 : 0, backing.rawValue)
+          cfuse_reply_open_backing(req, fi, backing.rawValue)
         } else {
           fuse_reply_open(req, fi)
         }
@@ -207,7 +207,13 @@ nonisolated func makeOperations() -> fuse_lowlevel_ops {
       param.attr = entry.attributes
       param.attr_timeout = entry.attributeTimeout
       param.entry_timeout = entry.entryTimeout
-      if fuse_reply_create(req, &param, fi) == -ENOENT {
+      let sent =
+        if let backing = opened.backing {
+          cfuse_reply_create_backing(req, &param, fi, backing.rawValue)
+        } else {
+          fuse_reply_create(req, &param, fi)
+        }
+      if sent == -ENOENT {
         filesystem(req).release(RequestContext(req!), node: entry.node, handle: opened.handle)
         filesystem(req).forget(entry.node, count: 1)
       }

@@ -57,6 +57,24 @@ struct PassthroughTests {
     try fixture.unmount()
   }
 
+  @Test("a file created read-only (O_CREAT | O_RDONLY, as lock files are) can be opened again while it is open")
+  func readOnlyCreate() throws {
+    let fixture = try MountFixture.unlocked()
+    let path = fixture.path("Documents/lock")
+    let created = try openFile(path, O_RDONLY | O_CREAT)  // FUSE_CREATE: a passthrough handle if available
+    #expect(try Self.passthroughFiles(fixture) == (Self.expected ? 1 : 0))
+    // The kernel fails (EIO) an open that would mix passthrough and cached handles.
+    let reader = try openFile(path, O_RDONLY)
+    let writer = try openFile(path, O_WRONLY)
+    #expect(write(writer, "lock", 4) == 4)
+    #expect(try readAt(reader, count: 8, offset: 0) == Array("lock".utf8))
+    #expect(try readAt(created, count: 8, offset: 0) == Array("lock".utf8))
+    for fd in [created, reader, writer] { close(fd) }
+    #expect(Quota.waitForReleases(fixture))
+    #expect(try Self.passthroughFiles(fixture) == 0)
+    try fixture.unmount()
+  }
+
   @Test("a writer opening a file held open by passthrough writes through it; its bytes are charged at close")
   func writerJoins() throws {
     let fixture = try MountFixture.unlocked()

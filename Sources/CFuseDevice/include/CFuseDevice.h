@@ -20,6 +20,8 @@
 
 struct fuse_session;
 struct fuse_req;
+struct fuse_file_info;
+struct fuse_entry_param;
 
 /// Features to add to the INIT reply (bit set for `cfuse_device_install`'s `wanted`).
 enum {
@@ -49,7 +51,13 @@ ssize_t cfuse_device_take_request(int fd, void *buf, size_t len);
 /// request handler before such a wait (for a forget, which comes as a request) or work.
 void cfuse_device_hand_off(void);
 
-/// Replies to `open` with a passthrough handle on `backing_id`.
-int cfuse_reply_open_backing(struct fuse_req *req, uint64_t fh, int no_flush, int32_t backing_id);
+/// Replies to `open` as fuse_reply_open does, with the handle's I/O passed through to
+/// `backing_id`.
+int cfuse_reply_open_backing(struct fuse_req *req, const struct fuse_file_info *fi, int32_t backing_id);
+
+/// Replies to `create` as fuse_reply_create does, with the handle's I/O passed through to
+/// `backing_id`.
+int cfuse_reply_create_backing(struct fuse_req *req, const struct fuse_entry_param *entry,
+                               const struct fuse_file_info *fi, int32_t backing_id);
 
 #endif
