@@ -111,7 +111,7 @@ extension SandboxFilesystem {
     if inode.isRegularFile { try check(.openExisting, inode) }
     let fd = try Sys.reopen(inode.fd, flags: backingFlags(flags))
     if flags & O_TRUNC != 0, ctx.uid != 0, let st = try? Sys.fstat(fd) {
-      clearSetID(st, for: ctx) { (mode) throws(Errno) in try Sys.fchmod(fd, mode) }
+      clearSetID(st, for: ctx, fd: fd)
     }
     opened(inode)
     return opened(fd, flags: flags, inode: inode)
@@ -193,9 +193,7 @@ extension SandboxFilesystem {
       unreserve(reserved, domain: inode.domain)
       throw error
     }
-    if let st = account(inode, fd: fd, reserved: reserved) {
-      clearSetID(st, for: ctx) { (mode) throws(Errno) in try Sys.fchmod(fd, mode) }
-    }
+    if let st = account(inode, fd: fd, reserved: reserved) { clearSetID(st, for: ctx, fd: fd) }
     touch(inode)
     return written
   }
@@ -204,12 +202,13 @@ extension SandboxFilesystem {
   /// in the file's group, as the kernel does when a caller without CAP_FSETID (here: not
   /// uid 0) writes or truncates a file. The daemon writes as root, which the backing
   /// filesystem exempts, and under FUSE_HANDLE_KILLPRIV_V2 the kernel leaves it to us.
-  func clearSetID(_ st: stat, for ctx: RequestContext, chmod: (mode_t) throws(Errno) -> Void) {
+  /// `fd` is any descriptor of the file, an `O_PATH` one included.
+  func clearSetID(_ st: stat, for ctx: RequestContext, fd: Int32) {
     guard ctx.uid != 0, st.st_mode & (S_ISUID | S_ISGID) != 0 else { return }
     let mode = st.st_mode & 0o7777
     var cleared = mode & ~S_ISUID
     if mode & S_ISGID != 0, mode & S_IXGRP != 0 || !ctx.isInGroup(st.st_gid) { cleared &= ~S_ISGID }
-    if cleared != mode { try? chmod(cleared) }
+    if cleared != mode { try? Sys.chmod(fd, cleared) }
   }
 
   /// Reserves room for `count` bytes at `offset`.

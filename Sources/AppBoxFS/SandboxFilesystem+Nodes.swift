@@ -57,7 +57,7 @@ extension SandboxFilesystem {
       account(inode, fd: inode.fd)
     }
     if fields.contains(.killSetID), !inode.isDirectory, let st = try? Sys.fstat(inode.fd) {
-      clearSetID(st, for: ctx) { (mode) throws(Errno) in try Sys.chmod(inode.fd, mode) }
+      clearSetID(st, for: ctx, fd: inode.fd)
     }
     if !fields.isDisjoint(with: [.atime, .mtime, .atimeNow, .mtimeNow]) {
       let omit = timespec(tv_sec: 0, tv_nsec: Linux.utimeOmit)

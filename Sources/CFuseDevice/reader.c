@@ -26,8 +26,8 @@ static struct {
   pthread_mutex_t lock;
   pthread_cond_t turn;  // signalled when the reading is free for a waiting worker
   bool reading;         // a worker is in (or on its way into) read()
-  int ended;            // the errno that ended the session's reads (sticky), or 0
-} readers = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, 0};
+  bool ended;           // the session is unmounted (ENODEV): no worker reads again
+} readers = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, false};
 
 // From the kernel's include/uapi/linux/fuse.h.
 enum {
@@ -83,9 +83,8 @@ ssize_t cfuse_device_take_request(int fd, void *buf, size_t len) {
   while (readers.reading && !readers.ended) pthread_cond_wait(&readers.turn, &readers.lock);
   pthread_cleanup_pop(0);
   if (readers.ended) {
-    int ended = readers.ended;
     pthread_mutex_unlock(&readers.lock);
-    errno = ended;
+    errno = ENODEV;
     return -1;
   }
   readers.reading = true;
@@ -97,7 +96,7 @@ ssize_t cfuse_device_take_request(int fd, void *buf, size_t len) {
   pthread_mutex_lock(&readers.lock);
   readers.reading = false;
   if (got < 0 && error == ENODEV) {  // unmounted: every waiting worker ends too
-    readers.ended = ENODEV;
+    readers.ended = true;
     pthread_cond_broadcast(&readers.turn);
   } else if (got < 0 || may_take_long(buf, got)) {
     pthread_cond_signal(&readers.turn);
