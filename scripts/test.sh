@@ -4,6 +4,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v swift >/dev/null || export PATH="/opt/swift/usr/bin:$PATH"
+# The mounts' runtime files (pid, socket, log, events; one set per mountpoint, and every
+# test mounts at a fresh temporary one) go to a directory of this run, removed after it.
+XDG_RUNTIME_DIR=$(mktemp -d /tmp/appbox-test-runtime.XXXXXX)
+export XDG_RUNTIME_DIR
+trap 'rm -rf "$XDG_RUNTIME_DIR"' EXIT
 swift build
 swift test
 bash Integration/run.sh --binary .build/debug/appbox

@@ -56,7 +56,7 @@ struct ControlChannelTests {
     #expect(st.st_mode & S_IFMT == S_IFSOCK)
     #expect(st.st_mode & 0o077 == 0, "socket mode \(String(st.st_mode & 0o777, radix: 8))")
     var dir = stat()
-    #expect(lstat("/run/appbox", &dir) == 0 && dir.st_mode & 0o077 == 0 && dir.st_uid == 0)
+    #expect(lstat(ControlFiles.directory, &dir) == 0 && dir.st_mode & 0o077 == 0 && dir.st_uid == 0)
 
     let script = """
       import socket, sys

@@ -212,14 +212,20 @@ final class BackingMount {
 // MARK: - The daemon's control files
 
 enum ControlFiles {
-  /// `/run/appbox/<FNV-1a of the mountpoint, hex>.<suffix>`: where a root daemon keeps its
-  /// socket and event log.
+  /// `<runtime directory>/<FNV-1a of the mountpoint, hex>.<suffix>`: where a root daemon
+  /// keeps its socket and event log.
   static func path(for mountpoint: String, _ suffix: String) -> String {
     var hash: UInt64 = 0xcbf2_9ce4_8422_2325
     for byte in mountpoint.utf8 {
       hash ^= UInt64(byte)
       hash = hash &* 0x100_0000_01b3
     }
-    return "/run/appbox/" + String(hash, radix: 16) + "." + suffix
+    return directory + "/" + String(hash, radix: 16) + "." + suffix
+  }
+
+  /// A root daemon's runtime directory: `$XDG_RUNTIME_DIR/appbox`, else `/run/appbox`.
+  static var directory: String {
+    if let xdg = ProcessInfo.processInfo.environment["XDG_RUNTIME_DIR"], xdg.hasPrefix("/") { return xdg + "/appbox" }
+    return "/run/appbox"
   }
 }
