@@ -124,8 +124,7 @@ static ssize_t write_backing_reply(int fd, struct iovec *iov) {
   return writev(fd, replaced, 2);
 }
 
-static ssize_t device_writev(int fd, struct iovec *iov, int count, void *userdata) {
-  (void)userdata;
+static ssize_t write_reply(int fd, struct iovec *iov, int count) {
   if (reply_backing > 0 && count == 2 && iov[1].iov_len >= sizeof(struct open_out) &&
       iov[1].iov_len <= OPEN_REPLY_MAX) {
     return write_backing_reply(fd, iov);
@@ -147,8 +146,24 @@ static ssize_t device_writev(int fd, struct iovec *iov, int count, void *userdat
   return writev(fd, iov, count);
 }
 
-static ssize_t device_splice(int fdin, off_t *offin, int fdout, off_t *offout, size_t len, unsigned flags,
-                             void *userdata) {
+// Every reply goes through one of these two; the worker then runs its deferred work.
+static ssize_t device_writev(int fd, struct iovec *iov, int count, void *userdata) {
+  (void)userdata;
+  ssize_t written = write_reply(fd, iov, count);
+  cfuse_device_run_deferred();
+  return written;
+}
+
+static ssize_t device_splice_send(int fdin, off_t *offin, int fdout, off_t *offout, size_t len, unsigned flags,
+                                  void *userdata) {
+  (void)userdata;
+  ssize_t moved = splice(fdin, offin, fdout, offout, len, flags);
+  cfuse_device_run_deferred();
+  return moved;
+}
+
+static ssize_t device_splice_receive(int fdin, off_t *offin, int fdout, off_t *offout, size_t len, unsigned flags,
+                                     void *userdata) {
   (void)userdata;
   return splice(fdin, offin, fdout, offout, len, flags);
 }
@@ -157,8 +172,8 @@ int cfuse_device_install(struct fuse_session *se, unsigned wanted) {
   static const struct fuse_custom_io io = {
       .writev = device_writev,
       .read = device_read,
-      .splice_receive = device_splice,
-      .splice_send = device_splice,
+      .splice_receive = device_splice_receive,
+      .splice_send = device_splice_send,
   };
   device_state.wanted = wanted;
   device_state.device = fuse_session_fd(se);

@@ -12,10 +12,13 @@
 // so that it runs beside the others: fsync, flush, fallocate, copy_file_range, truncate,
 // reads and writes of more than 64 KiB; so does a handler that is about to wait or to work
 // for long (cfuse_device_hand_off).
+//
+// Before it waits on an empty device, the reader runs the work it deferred (deferred.c).
 #define _GNU_SOURCE
 #include "CFuseDevice.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -90,6 +93,10 @@ ssize_t cfuse_device_take_request(int fd, void *buf, size_t len) {
   readers.reading = true;
   pthread_mutex_unlock(&readers.lock);
 
+  if (cfuse_device_has_deferred()) {
+    struct pollfd device = {.fd = fd, .events = POLLIN};
+    if (poll(&device, 1, 0) == 0) cfuse_device_run_deferred();
+  }
   ssize_t got = read(fd, buf, len);
   int error = errno;
 

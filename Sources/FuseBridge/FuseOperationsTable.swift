@@ -25,6 +25,12 @@ private func filesystem(_ req: fuse_req_t?) -> any FuseFilesystem {
   Unmanaged<FilesystemBox>.fromOpaque(fuse_req_userdata(req)!).takeUnretainedValue().filesystem
 }
 
+/// A deferred forget: the session's filesystem box, the node, the count.
+private let forgetLater: cfuse_deferred_fn = { box, node, count in
+  Unmanaged<FilesystemBox>.fromOpaque(box!).takeUnretainedValue().filesystem.forget(
+    NodeID(rawValue: node), count: count)
+}
+
 // MARK: - Replies (the only callers of fuse_reply_*)
 
 @inline(__always)
@@ -100,7 +106,9 @@ nonisolated func makeOperations() -> fuse_lowlevel_ops {
     } catch { reply(req, error) }
   }
   ops.forget = { req, ino, count in
-    filesystem(req).forget(NodeID(rawValue: ino), count: count)
+    // After the next reply (CFuseDevice's deferred.c): a forget may close an unlinked file,
+    // freeing it, and the kernel sends one after each unlink, just before its next request.
+    cfuse_device_defer(forgetLater, fuse_req_userdata(req), ino, count)
     fuse_reply_none(req)
   }
   ops.forget_multi = { req, count, forgets in

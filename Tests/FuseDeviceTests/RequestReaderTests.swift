@@ -10,7 +10,8 @@ import Testing
 /// The device I/O lets one worker at a time read requests (CFuseDevice's reader.c): the
 /// reader keeps the reading after a quick request and passes it to a waiting worker before a
 /// long one. Here the "device" is a SOCK_SEQPACKET socket, which, like /dev/fuse, gives one
-/// message per read; each worker takes one request and stops.
+/// message per read; each worker takes one request and stops. Work a worker defers
+/// (deferred.c) runs after its next reply, or before it waits on an empty device.
 @Suite("One reader at a time", .serialized)
 struct RequestReaderTests {
   @Test(
@@ -42,6 +43,50 @@ struct RequestReaderTests {
     #expect(workers.taken.count == 1, "a second worker read although the reader kept the reading")
     cfuse_device_hand_off()
     #expect(workers.wait(for: 2), "taken: \(workers.taken)")
+  }
+
+  @Test("deferred work waits while a request is queued, and runs after the reply")
+  func deferredWorkRunsAfterTheReply() throws {
+    let device = try Device()
+    let count = DeferredCount()
+    cfuse_device_defer(DeferredCount.add, Unmanaged.passUnretained(count).toOpaque(), 2, 0)
+    try device.send(.getattr)
+    var buffer = [UInt8](repeating: 0, count: 4096)
+    let got = buffer.withUnsafeMutableBytes { cfuse_device_take_request(device.reading, $0.baseAddress, $0.count) }
+    #expect(got == Request.getattr.message.count)
+    #expect(count.value == 0, "ran before the queued request was answered")
+    cfuse_device_run_deferred()  // what the device I/O does after writing the reply
+    #expect(count.value == 2)
+    #expect(!cfuse_device_has_deferred())
+  }
+
+  @Test("deferred work runs before the reader waits on an empty device")
+  func deferredWorkRunsWhenIdle() throws {
+    let device = try Device()
+    let count = DeferredCount()
+    let thread = Thread {  // holds `count` until the reader returns
+      cfuse_device_defer(DeferredCount.add, Unmanaged.passUnretained(count).toOpaque(), 1, 0)
+      var buffer = [UInt8](repeating: 0, count: 4096)
+      _ = buffer.withUnsafeMutableBytes { cfuse_device_take_request(device.reading, $0.baseAddress, $0.count) }
+    }
+    thread.start()
+    var ran = false
+    for _ in 0..<500 where !ran {
+      Thread.sleep(forTimeInterval: 0.01)
+      ran = count.value == 1
+    }
+    #expect(ran, "the deferred work did not run while the reader waited")
+    try device.send(.getattr)  // lets the reader return
+  }
+}
+
+/// Counts what deferred work added (the work's first argument).
+final class DeferredCount: Sendable {
+  private let total = Atomic<UInt64>(0)
+  var value: UInt64 { total.load(ordering: .relaxed) }
+
+  static let add: cfuse_deferred_fn = { context, amount, _ in
+    Unmanaged<DeferredCount>.fromOpaque(context!).takeUnretainedValue().total.add(amount, ordering: .relaxed)
   }
 }
 

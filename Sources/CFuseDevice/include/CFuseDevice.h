@@ -8,12 +8,14 @@
 //     truncates; the kernel then stops asking for security.capability before every write;
 //   - FUSE_PASSTHROUGH: an open file may be backed by a registered backing file, whose
 //     reads and writes the kernel serves without the daemon.
-// Requests are read by one worker thread at a time (reader.c).
+// Requests are read by one worker thread at a time (reader.c), which may put work off until
+// after its next reply (deferred.c).
 // One session per process (the state is global). Every symbol starts with `cfuse_device_`
 // or `cfuse_reply_`.
 #ifndef APPBOX_CFUSE_DEVICE_H
 #define APPBOX_CFUSE_DEVICE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -50,6 +52,20 @@ ssize_t cfuse_device_take_request(int fd, void *buf, size_t len);
 /// Lets another worker read requests while this one waits or works for long. Call from a
 /// request handler before such a wait (for a forget, which comes as a request) or work.
 void cfuse_device_hand_off(void);
+
+/// Work to run later on this worker (deferred.c).
+typedef void (*cfuse_deferred_fn)(void *context, uint64_t first, uint64_t second);
+
+/// Puts `work(context, first, second)` off until this worker has answered its next request,
+/// or finds no request waiting (deferred.c). For work no request waits for: forgets.
+void cfuse_device_defer(cfuse_deferred_fn work, void *context, uint64_t first, uint64_t second);
+
+/// Whether this worker has deferred work.
+bool cfuse_device_has_deferred(void);
+
+/// Runs this worker's deferred work. The device I/O calls it after writing each reply;
+/// the reader, before it waits on an empty device.
+void cfuse_device_run_deferred(void);
 
 /// Replies to `open` as fuse_reply_open does, with the handle's I/O passed through to
 /// `backing_id`.
