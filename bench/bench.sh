@@ -2,13 +2,16 @@
 # AppBox benchmark (SPEC §7 Performance): the same workloads, in one run, on the same
 # disk, against a native directory, bindfs (Debian's FUSE passthrough) and AppBox.
 #
-# Usage: bench/bench.sh [--quick] [--runs N] [--dir DIR] [--only W[,W...]]
+# Usage: bench/bench.sh [--quick] [--runs N] [--dir DIR] [--in-place] [--only W[,W...]]
 #                       [--targets T[,T...]] [--appbox PATH] [--keep]
 #
 #   --quick        small sizes, 1 run (a smoke run of about a minute)
 #   --runs N       repetitions of each workload (default 3); the table shows medians
-#   --dir DIR      where the three test directories live (default /var/tmp); all three
-#                  are on this one filesystem
+#   --dir DIR      where the test files live (default /var/tmp): by default each target
+#                  gets its own freshly made ext4, an image file in DIR (so all on DIR's
+#                  disk), loop-mounted with direct I/O, so that no target runs on a
+#                  filesystem aged by another one's deletions
+#   --in-place     put the three targets' directories on DIR's filesystem itself
 #   --only LIST    workloads: seqwrite seqread randread randwrite meta untar gitstatus rm
 #                  (meta = create, stat, unlink; gitstatus and rm need the untarred tree,
 #                  which is then made untimed)
@@ -28,6 +31,7 @@ REPO=$(cd "$HERE/.." && pwd)
 RUNS=3
 DIR=/var/tmp
 QUICK=0
+IN_PLACE=0
 ONLY=""
 TARGETS="native,bindfs,appbox"
 APPBOX="$REPO/.build/release/appbox"
@@ -42,6 +46,7 @@ while (($#)); do
     --quick) QUICK=1 ;;
     --runs) RUNS=${2:?--runs needs a number} RUNS_SET=1; shift ;;
     --dir) DIR=${2:?--dir needs a directory}; shift ;;
+    --in-place) IN_PLACE=1 ;;
     --only) ONLY=${2:?--only needs a workload list}; shift ;;
     --targets) TARGETS=${2:?--targets needs a list}; shift ;;
     --appbox) APPBOX=${2:?--appbox needs a path}; shift ;;
@@ -55,9 +60,9 @@ done
 
 if ((QUICK)); then
   [[ -n ${RUNS_SET:-} ]] || RUNS=1
-  SEQ_MB=128 RAND_SIZE=32M RAND_SECONDS=2 META_FILES=1000 TREE_FILES=600
+  SEQ_MB=128 RAND_SIZE=32M RAND_SECONDS=2 META_FILES=1000 FS_SIZE=1G TREE_FILES=600
 else
-  SEQ_MB=1024 RAND_SIZE=256M RAND_SECONDS=10 META_FILES=10000 TREE_FILES=0 # 0 = all
+  SEQ_MB=1024 RAND_SIZE=256M RAND_SECONDS=10 META_FILES=10000 FS_SIZE=4G TREE_FILES=0 # 0 = all
 fi
 
 ALL_WORKLOADS="seqwrite seqread randread randwrite meta untar gitstatus rm"
@@ -74,6 +79,11 @@ has_target() { [[ ",$TARGETS," == *",$1,"* ]]; }
 for tool in fio python3 git tar dd findmnt; do
   command -v "$tool" >/dev/null || die "$tool is not installed (apt-get install fio git tar coreutils util-linux python3)"
 done
+if ((!IN_PLACE)); then
+  for tool in mkfs.ext4 losetup; do
+    command -v "$tool" >/dev/null || die "$tool is not installed (apt-get install e2fsprogs mount), or use --in-place"
+  done
+fi
 if has_target bindfs; then
   command -v bindfs >/dev/null || die "bindfs is not installed (apt-get install bindfs)"
 fi
@@ -93,11 +103,10 @@ fi
 # MARK: - Layout and cleanup
 
 BASE=$(mktemp -d "$DIR/appbox-bench.XXXXXX")
-declare -A WORK BACKING
-NATIVE_DIR=$BASE/native
-BINDFS_SRC=$BASE/bindfs-src BINDFS_MNT=$BASE/bindfs-mnt
-APPBOX_BACKING=$BASE/appbox-backing APPBOX_MNT=$BASE/appbox-mnt
+declare -A WORK BACKING ROOT
+BINDFS_MNT=$BASE/bindfs-mnt APPBOX_MNT=$BASE/appbox-mnt
 BINDFS_PID="" APPBOX_PID=""
+FS_MOUNTS=() LOOP_DEVICES=()
 
 cleanup() {
   local status=$?
@@ -113,6 +122,9 @@ cleanup() {
     fi
     [[ -n $APPBOX_PID ]] && stop_pid "$APPBOX_PID"
   fi
+  local m d
+  for m in "${FS_MOUNTS[@]}"; do umount "$m" || log "could not unmount $m"; done
+  for d in "${LOOP_DEVICES[@]}"; do losetup -d "$d" || log "could not detach $d"; done
   if ((KEEP)); then log "kept $BASE"; else rm -rf --one-file-system "$BASE"; fi
   exit "$status"
 }
@@ -156,6 +168,23 @@ except OSError:
 EOF
 }
 
+# Each target's own filesystem: a fresh ext4 in an image file under DIR, so on the same
+# disk. The loop device uses direct I/O: no second copy of the data in the page cache.
+for t in "${TARGET_LIST[@]}"; do
+  if ((IN_PLACE)); then ROOT[$t]=$BASE; continue; fi
+  truncate -s "$FS_SIZE" "$BASE/$t.img"
+  mkfs.ext4 -q -F -E lazy_itable_init=0,lazy_journal_init=0 "$BASE/$t.img" || die "mkfs.ext4 failed"
+  dev=$(losetup --find --show --direct-io=on "$BASE/$t.img") || die "losetup failed"
+  LOOP_DEVICES+=("$dev")
+  mkdir "$BASE/$t.fs"
+  mount "$dev" "$BASE/$t.fs" || die "could not mount $dev"
+  FS_MOUNTS+=("$BASE/$t.fs")
+  ROOT[$t]=$BASE/$t.fs
+done
+NATIVE_DIR=${ROOT[native]:-}/native
+BINDFS_SRC=${ROOT[bindfs]:-}/bindfs-src
+APPBOX_BACKING=${ROOT[appbox]:-}/appbox-backing
+
 if has_target native; then
   mkdir -p "$NATIVE_DIR/Documents"
   WORK[native]=$NATIVE_DIR/Documents BACKING[native]=$NATIVE_DIR/Documents
@@ -176,13 +205,15 @@ if has_target appbox; then
   [[ -d $APPBOX_MNT/Documents ]] || die "no Documents directory in the AppBox mount"
   WORK[appbox]=$APPBOX_MNT/Documents BACKING[appbox]=$APPBOX_BACKING/Documents
 fi
-# ext4 without a journal (this VM's disk) will not reuse an inode freed in the last minute
-# and scans past every such inode on each create, so a target that creates right after
-# another one deleted in the same block group pays for the other's deletions. The
-# "top of hierarchy" flag makes ext4 place each new directory below these in a block
-# group of its own (Orlov), so every run creates its files away from earlier deletions.
-for t in "${TARGET_LIST[@]}"; do chattr +T "${BACKING[$t]}" 2>/dev/null || log "note: chattr +T failed on ${BACKING[$t]} (not ext4?)"; done
-log "directories under $BASE (filesystem: $(findmnt -no FSTYPE -T "$BASE")); bindfs pid ${BINDFS_PID:--}, appbox pid ${APPBOX_PID:--}"
+# In place, the targets share DIR's filesystem. This VM's (ext4 without a journal) will not
+# reuse an inode freed in the last minute and scans past every such inode on each create,
+# so a target that creates right after another one deleted in the same block group pays
+# for the other's deletions. The "top of hierarchy" flag makes ext4 place each new
+# directory below these in a block group of its own (Orlov), away from earlier deletions.
+if ((IN_PLACE)); then
+  for t in "${TARGET_LIST[@]}"; do chattr +T "${BACKING[$t]}" 2>/dev/null || log "note: chattr +T failed on ${BACKING[$t]} (not ext4?)"; done
+fi
+log "directories under $BASE ($( ((IN_PLACE)) && echo "in place on $(findmnt -no FSTYPE -T "$BASE")" || echo "a fresh $FS_SIZE ext4 for each target")); bindfs pid ${BINDFS_PID:--}, appbox pid ${APPBOX_PID:--}"
 
 # MARK: - Measuring
 
@@ -266,10 +297,10 @@ bench_meta() {
   settle_inodes
 }
 
-# ext4 does not reuse an inode freed in the last few seconds, and finding a free one past
-# thousands of fresh deletions is slow: without a pause, each target's creates would pay
-# for the previous target's unlinks (the targets share the disk). Untimed.
-settle_inodes() { sync; sleep 6; }
+# In place, on an ext4 without a journal, an inode freed in the last few seconds is not
+# reused, and finding a free one past thousands of fresh deletions is slow: without a
+# pause, each target's creates would pay for the previous target's unlinks. Untimed.
+settle_inodes() { sync; if ((IN_PLACE)); then sleep 6; fi; }
 
 # The tree: python's standard library and Debian's python packages (a few thousand real
 # files, tens of MB), tarred once per run of this script.
@@ -342,7 +373,7 @@ APPBOX_REV=$(cd "$REPO" && git rev-parse --short HEAD 2>/dev/null || echo unknow
 cp "$CSV" "$RESULTS/latest.csv"
 python3 "$HERE/report.py" "$CSV" "$RESULTS/latest.md" \
   "date: $(date -u +%Y-%m-%dT%H:%MZ), $(uname -sr), $(nproc) CPUs, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo)" \
-  "disk: $(findmnt -no FSTYPE,SOURCE -T "$BASE") under $DIR; runs: $RUNS (medians); mode: $( ((QUICK)) && echo quick || echo full)" \
+  "disk: $(findmnt -no FSTYPE,SOURCE -T "$BASE") under $DIR, $( ((IN_PLACE)) && echo "targets in place" || echo "each target on a fresh $FS_SIZE ext4 image (loop, direct I/O)"); runs: $RUNS (medians); mode: $( ((QUICK)) && echo quick || echo full)" \
   "sizes: sequential $SEQ_MB MiB (dd bs=1M, conv=fsync); random fio psync 4k on $RAND_SIZE for ${RAND_SECONDS}s (mount cache cold, backing cache warm); $META_FILES files; tree $(if [[ -f $BASE/tree.list ]]; then echo "$(wc -l <"$BASE/tree.list") files"; else echo -; fi)" \
   "bindfs: $(bindfs --version 2>/dev/null | head -1 || echo -) with default options; AppBox: $APPBOX at $APPBOX_REV" \
   "raw runs: bench/results/$(basename "$CSV")"
