@@ -6,10 +6,9 @@
 // `rm -rf`, the kernel forgets the file and then asks for the directory's attributes).
 // Deferred, it runs after that request is answered, while the program that sent it goes
 // on, or straight away when nothing is waiting, so no descriptor stays open while idle.
-#define _GNU_SOURCE
 #include "CFuseDevice.h"
 
-enum { DEFERRED_MAX = 16 };  // per worker: how long a close may wait, in descriptors
+enum { DEFERRED_MAX = 16 };  // per worker: at most this many forgets (descriptors) wait
 
 struct deferred_item {
   cfuse_deferred_fn work;
