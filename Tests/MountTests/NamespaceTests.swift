@@ -53,21 +53,9 @@ struct NamespaceTests {
     let pid = try #require(fixture.daemonPID)
     for index in 0..<20 { try writeFile(fixture.path("Documents/f\(index)"), bytes("x")) }
     for index in 0..<20 { #expect(unlink(fixture.path("Documents/f\(index)")) == 0) }
-    var held: [String] = []
-    for _ in 0..<100 {
-      held = Self.deletedFilesHeld(by: pid)
-      if held.isEmpty { break }
-      Thread.sleep(forTimeInterval: 0.05)
-    }
-    #expect(held.isEmpty, "the daemon still holds unlinked files: \(held)")
+    let deleted = { MountFixture.descriptors(of: pid).map(\.target).filter { $0.hasSuffix(" (deleted)") } }
+    #expect(fixture.waitUntil(seconds: 5) { deleted().isEmpty }, "the daemon still holds unlinked files: \(deleted())")
     try fixture.unmount()
-  }
-
-  /// The daemon's descriptors of files that no longer have a name.
-  static func deletedFilesHeld(by pid: pid_t) -> [String] {
-    let fds = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd")) ?? []
-    return fds.compactMap { try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/fd/\($0)") }
-      .filter { $0.hasSuffix(" (deleted)") }
   }
 
   @Test("rmdir: ENOTEMPTY with an entry, ENOENT when missing, ENOTDIR on a file, succeeds when empty")

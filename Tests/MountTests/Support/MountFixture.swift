@@ -201,11 +201,9 @@ final class MountFixture {
   /// Descriptors of the daemon that are open files (not `O_PATH` inode references, not
   /// `/dev/fuse`, not standard streams, the log or the event log).
   static func openFileHandles(of pid: pid_t) -> [String] {
-    let fds = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd")) ?? []
     var open: [String] = []
-    for fd in fds {
-      guard let number = Int(fd), number > 2 else { continue }
-      let target = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/fd/\(fd)")) ?? ""
+    for (fd, target) in descriptors(of: pid) {
+      guard fd > 2 else { continue }
       if target == "/dev/fuse" || target.hasSuffix(".log") || target.hasSuffix(".events") || target.hasPrefix("socket:")
         || target.hasPrefix("pipe:")
         || target.hasPrefix("anon_inode:")
@@ -221,6 +219,15 @@ final class MountFixture {
       open.append(target)
     }
     return open
+  }
+
+  /// Every descriptor of process `pid` with what it refers to (`/proc/PID/fd`).
+  static func descriptors(of pid: pid_t) -> [(fd: Int, target: String)] {
+    let fds = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd")) ?? []
+    return fds.compactMap { name in
+      guard let fd = Int(name) else { return nil }
+      return (fd, (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/fd/\(name)")) ?? "")
+    }
   }
 }
 
