@@ -172,6 +172,13 @@ enum StatusText {
       (status["passthrough"] as? Bool ?? false)
         ? "  passthrough: on, \(status["passthroughFiles"] ?? 0) files open that way"
         : "  passthrough: off (needs Linux 6.9 or later and a daemon with CAP_SYS_ADMIN)")
+    let busyPoll = status["busyPoll"] as? [String: Any] ?? [:]
+    let window = (busyPoll["microseconds"] as? NSNumber)?.intValue ?? 0
+    lines.append(
+      window == 0
+        ? "  busy poll:   off"
+        : "  busy poll:   \(window) µs, \(busyPoll["polled"] ?? 0) requests found polling, \(busyPoll["waited"] ?? 0) waited for"
+    )
     return lines.joined(separator: "\n")
   }
 }

@@ -12,6 +12,7 @@ struct Daemon {
     let session: FuseSession
     var configuration = FuseConfiguration()
     configuration.passthrough = request.passthrough
+    configuration.busyPollMicroseconds = request.busyPollMicroseconds
     do {
       session = try start(configuration)
     } catch {

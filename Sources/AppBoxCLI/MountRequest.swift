@@ -1,4 +1,5 @@
 import AppBoxFS
+import FuseBridge
 import SandboxPolicy
 
 /// What `appbox mount` was asked to do, parsed and validated (nothing touched yet).
@@ -17,6 +18,10 @@ struct MountRequest {
   var sandbox = SandboxOptions()
   /// Let the kernel serve read-only opens from the backing file (when it can).
   var passthrough = true
+  /// Microseconds the daemon polls for a program's next request before it sleeps.
+  var busyPollMicroseconds: UInt32 = FuseConfiguration().busyPollMicroseconds
+  /// The largest `--busy-poll` accepted.
+  static let busyPollLimit: UInt32 = 1000
 
   /// FUSE options a user may pass with `-o` (libfuse and kernel options that make sense
   /// for AppBox). `default_permissions` is always on.
@@ -47,6 +52,9 @@ struct MountRequest {
                                   kernel reads files opened read-only straight from
                                   the backing file, Linux 6.9+ as root; such a file
                                   cannot become class A or CX while open: EBUSY)
+      --busy-poll MICROSECONDS    while a program's requests come back to back, poll
+                                  this long for the next before sleeping (default 30,
+                                  0 = never, at most 1000)
     """
 
   /// Parses the arguments after `mount`.
@@ -77,6 +85,12 @@ struct MountRequest {
         }
       case "--unlocked": request.sandbox.startUnlocked = true
       case "--no-passthrough": request.passthrough = false
+      case "--busy-poll":
+        let text = try value(argument)
+        guard let microseconds = UInt32(text), microseconds <= busyPollLimit else {
+          throw CLIError(.badValue, "--busy-poll \(text): not a number of microseconds from 0 to \(busyPollLimit)")
+        }
+        request.busyPollMicroseconds = microseconds
       case "--grace": request.sandbox.gracePeriod = try duration(argument, try value(argument))
       case "--cx-timeout": request.sandbox.inactivityTimeout = try duration(argument, try value(argument))
       case "--tmp-max-age": request.sandbox.tmpMaxAge = try duration(argument, try value(argument))

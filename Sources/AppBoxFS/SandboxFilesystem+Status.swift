@@ -1,3 +1,4 @@
+import FuseBridge
 import Posix
 import SandboxPolicy
 
@@ -8,6 +9,7 @@ extension SandboxFilesystem {
   public func statusJSON() -> String {
     let snapshot = protection.snapshot
     let refusals = protection.counters.withLock { $0.jsonObject }
+    let busyPoll = RequestReading.busyPoll
     return storage.books.withLock { books in
       let ledger = books.ledger
       let catalog = books.catalog
@@ -40,6 +42,10 @@ extension SandboxFilesystem {
         ("nodes", String(inodes.count)),
         ("passthrough", passthrough.isAvailable ? "true" : "false"),
         ("passthroughFiles", String(passthroughFiles.load(ordering: .relaxed))),
+        (
+          "busyPoll",
+          "{\"microseconds\":\(busyPoll.microseconds),\"polled\":\(busyPoll.polled),\"waited\":\(busyPoll.waited)}"
+        ),
       ]
       return "{" + fields.map { JSONText.quoted($0.0) + ":" + $0.1 }.joined(separator: ",") + "}"
     }

@@ -13,17 +13,18 @@
 // reads and writes of more than 64 KiB; so does a handler that is about to wait or to work
 // for long (cfuse_device_hand_off).
 //
-// Before it waits on an empty device, the reader runs the work it deferred (deferred.c).
+// Before it waits on an empty device, the reader runs the work it deferred (deferred.c);
+// while requests come back to back, it polls for the next one before it sleeps
+// (busy_poll.c).
 #define _GNU_SOURCE
 #include "CFuseDevice.h"
+#include "busy_poll.h"
 
 #include <errno.h>
-#include <poll.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
-#include <unistd.h>
 
 static struct {
   pthread_mutex_t lock;
@@ -93,11 +94,8 @@ ssize_t cfuse_device_take_request(int fd, void *buf, size_t len) {
   readers.reading = true;
   pthread_mutex_unlock(&readers.lock);
 
-  if (cfuse_device_has_deferred()) {
-    struct pollfd device = {.fd = fd, .events = POLLIN};
-    if (poll(&device, 1, 0) == 0) cfuse_device_run_deferred();
-  }
-  ssize_t got = read(fd, buf, len);
+  if (cfuse_device_has_deferred() && !cfuse_device_request_queued(fd)) cfuse_device_run_deferred();
+  ssize_t got = cfuse_device_read_request(fd, buf, len);
   int error = errno;
 
   pthread_mutex_lock(&readers.lock);

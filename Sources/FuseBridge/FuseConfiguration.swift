@@ -17,6 +17,9 @@ public struct FuseConfiguration: Sendable {
   /// Ask the kernel for FUSE passthrough (Linux ≥ 6.9; registering backing files also
   /// needs CAP_SYS_ADMIN). The filesystem decides which opens use it.
   public var passthrough = true
+  /// Microseconds the reader polls for the next request before it sleeps, while requests
+  /// come back to back (0: never poll). See CFuseDevice's busy_poll.c.
+  public var busyPollMicroseconds: UInt32 = 30
 
   /// The defaults.
   public init() {}

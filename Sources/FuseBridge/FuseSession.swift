@@ -60,6 +60,7 @@ public final class FuseSession {
     var wanted = UInt32(CFUSE_DEVICE_KILLPRIV_V2)
     if configuration.passthrough { wanted |= UInt32(CFUSE_DEVICE_PASSTHROUGH) }
     guard cfuse_device_install(session, wanted) == 0 else { throw .mountFailed(mountpoint) }
+    cfuse_device_set_busy_poll(configuration.busyPollMicroseconds)
     box.takeUnretainedValue().filesystem.mounted(notifier: KernelNotifier(session: session))
   }
 

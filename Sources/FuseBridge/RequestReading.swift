@@ -1,9 +1,17 @@
 import CFuseDevice
 
 /// Requests are read by one worker thread at a time, which serves the quick ones itself
-/// (CFuseDevice's reader.c).
+/// (CFuseDevice's reader.c) and polls for the next request before it sleeps, while requests
+/// come back to back (busy_poll.c).
 public enum RequestReading {
   /// Lets another worker read requests while this handler waits or works for long: a wait
   /// for something a later request brings (a forget) would otherwise never end.
   public static func handOff() { cfuse_device_hand_off() }
+
+  /// The busy-poll window in microseconds (0: off), the requests found by polling, and
+  /// those waited for in read().
+  public static var busyPoll: (microseconds: UInt32, polled: UInt64, waited: UInt64) {
+    let stats = cfuse_device_busy_poll_stats()
+    return (stats.microseconds, stats.polled, stats.waited)
+  }
 }

@@ -9,7 +9,8 @@
 //   - FUSE_PASSTHROUGH: an open file may be backed by a registered backing file, whose
 //     reads and writes the kernel serves without the daemon.
 // Requests are read by one worker thread at a time (reader.c), which may put work off until
-// after its next reply (deferred.c).
+// after its next reply (deferred.c) and polls for the next request before it sleeps
+// (busy_poll.c).
 // One session per process (the state is global). Every symbol starts with `cfuse_device_`
 // or `cfuse_reply_`.
 #ifndef APPBOX_CFUSE_DEVICE_H
@@ -48,6 +49,18 @@ void cfuse_device_backing_close(int32_t backing_id);
 /// turn to read (reader.c). The session's device I/O reads through it; tests call it on a
 /// socket.
 ssize_t cfuse_device_take_request(int fd, void *buf, size_t len);
+
+/// Sets how long the reader polls for the next request before it sleeps, while requests
+/// come back to back (busy_poll.c); 0, the initial value, turns polling off.
+void cfuse_device_set_busy_poll(uint32_t microseconds);
+
+/// Busy polling's setting, and the requests the reader has taken so far.
+struct cfuse_busy_poll_stats {
+  uint32_t microseconds;  // the window (0: off)
+  uint64_t polled;        // requests found by polling
+  uint64_t waited;        // requests waited for in read()
+};
+struct cfuse_busy_poll_stats cfuse_device_busy_poll_stats(void);
 
 /// Lets another worker read requests while this one waits or works for long. Call from a
 /// request handler before such a wait (for a forget, which comes as a request) or work.

@@ -1,0 +1,59 @@
+import Foundation
+import Testing
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// The daemon's busy polling on a real mount: `--busy-poll`, and what `appbox status` counts.
+@Suite("Busy polling", .needsFUSE, .timeLimit(.minutes(10)))
+struct BusyPollMountTests {
+  /// Creates, stats and removes `count` files: requests that come back to back.
+  static func churn(_ fixture: MountFixture, count: Int) throws {
+    for index in 0..<count {
+      let path = fixture.path("Documents/f\(index)")
+      try writeFile(path, [])
+      _ = try statPath(path)
+      try check(unlink(path), "unlink \(path)")
+    }
+  }
+
+  static func busyPoll(_ fixture: MountFixture) throws -> (microseconds: Int64, polled: Int64, waited: Int64) {
+    let status = try Quota.status(fixture.mountpoint)
+    return (
+      Quota.number(status, "busyPoll.microseconds"), Quota.number(status, "busyPoll.polled"),
+      Quota.number(status, "busyPoll.waited")
+    )
+  }
+
+  @Test("by default the window is 30 µs; back-to-back requests are found by polling")
+  func pollsBackToBackRequests() throws {
+    let fixture = try MountFixture.unlocked()
+    #expect(try Self.busyPoll(fixture).microseconds == 30)
+    try fixture.unmount()
+
+    // The largest window, so that polling engages even on a slow machine.
+    let wide = try MountFixture.unlocked(["--busy-poll", "1000"])
+    try Self.churn(wide, count: 300)
+    let counts = try Self.busyPoll(wide)
+    #expect(counts.microseconds == 1000)
+    #expect(counts.polled > 0, "no request found by polling: \(counts)")
+    #expect(counts.polled + counts.waited >= 300 * 3, "fewer requests than the program sent: \(counts)")
+    let status = try Command.run(Command.appbox, ["status", wide.mountpoint])
+    #expect(status.output.contains("busy poll:   1000 µs, \(counts.polled)"), "\(status.output)")
+    try wide.unmount()
+  }
+
+  @Test("--busy-poll 0 never polls")
+  func zeroTurnsPollingOff() throws {
+    let fixture = try MountFixture.unlocked(["--busy-poll", "0"])
+    try Self.churn(fixture, count: 100)
+    let counts = try Self.busyPoll(fixture)
+    #expect(counts.microseconds == 0)
+    #expect(counts.polled == 0)
+    #expect(counts.waited > 0)
+    let status = try Command.run(Command.appbox, ["status", fixture.mountpoint])
+    #expect(status.output.contains("busy poll:   off"), "\(status.output)")
+    try fixture.unmount()
+  }
+}
