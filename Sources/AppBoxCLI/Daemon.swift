@@ -12,7 +12,8 @@ struct Daemon {
     let session: FuseSession
     var configuration = FuseConfiguration()
     configuration.passthrough = request.passthrough
-    configuration.busyPollMicroseconds = request.busyPollMicroseconds
+    configuration.busyPollMicroseconds =
+      request.busyPollMicroseconds ?? FuseConfiguration.defaultBusyPoll(availableCPUs: ResourceLimits.availableCPUs)
     do {
       session = try start(configuration)
     } catch {

@@ -1,5 +1,4 @@
 import AppBoxFS
-import FuseBridge
 import SandboxPolicy
 
 /// What `appbox mount` was asked to do, parsed and validated (nothing touched yet).
@@ -18,8 +17,9 @@ struct MountRequest {
   var sandbox = SandboxOptions()
   /// Let the kernel serve read-only opens from the backing file (when it can).
   var passthrough = true
-  /// Microseconds the daemon polls for a program's next request before it sleeps.
-  var busyPollMicroseconds: UInt32 = FuseConfiguration().busyPollMicroseconds
+  /// Microseconds the daemon polls for a program's next request before it sleeps (nil:
+  /// the default for the CPUs the daemon may run on).
+  var busyPollMicroseconds: UInt32?
   /// The largest `--busy-poll` accepted.
   static let busyPollLimit: UInt32 = 1000
 
@@ -54,7 +54,7 @@ struct MountRequest {
                                   cannot become class A or CX while open: EBUSY)
       --busy-poll MICROSECONDS    while a program's requests come back to back, poll
                                   this long for the next before sleeping (default 30,
-                                  0 = never, at most 1000)
+                                  or 0 on a single CPU; 0 = never, at most 1000)
     """
 
   /// Parses the arguments after `mount`.

@@ -21,6 +21,10 @@ public struct FuseConfiguration: Sendable {
   /// come back to back (0: never poll). See CFuseDevice's busy_poll.c.
   public var busyPollMicroseconds: UInt32 = 30
 
+  /// The busy-poll window for a daemon that may run on `availableCPUs` CPUs: 30 µs, or
+  /// none on a single CPU, where the program waits while the daemon polls.
+  public static func defaultBusyPoll(availableCPUs: Int) -> UInt32 { availableCPUs > 1 ? 30 : 0 }
+
   /// The defaults.
   public init() {}
 

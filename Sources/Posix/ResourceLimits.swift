@@ -1,3 +1,5 @@
+import CPosixShim
+
 #if canImport(Glibc)
   import Glibc
 #endif
@@ -10,6 +12,9 @@ public enum ResourceLimits {
     getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
     return UInt64(limit.rlim_cur)
   }
+
+  /// How many CPUs this process may run on (its affinity: a container's cpuset, taskset).
+  public static var availableCPUs: Int { Int(cposix_available_cpus()) }
 
   /// Raises the open-file limit as far as allowed: every inode the kernel holds costs the
   /// daemon one descriptor. Root may raise the hard limit up to `fs.nr_open`.

@@ -44,6 +44,19 @@ struct BusyPollMountTests {
     try wide.unmount()
   }
 
+  @Test("a daemon that may run on one CPU only does not poll by default")
+  func offOnASingleCPU() throws {
+    let directories = try SandboxDirectories()
+    let mount = try Command.run(
+      "/usr/bin/taskset",
+      ["-c", "0", Command.appbox, "mount", "--unlocked", "--backing", directories.backing, directories.mountpoint])
+    #expect(mount.status == 0, "appbox mount under taskset: \(mount.error)")
+    guard mount.status == 0 else { return }
+    #expect(Quota.number(try Quota.status(directories.mountpoint), "busyPoll.microseconds") == 0)
+    let unmount = try Command.run(Command.appbox, ["unmount", directories.mountpoint])
+    #expect(unmount.status == 0, "\(unmount.error)")
+  }
+
   @Test("--busy-poll 0 never polls")
   func zeroTurnsPollingOff() throws {
     let fixture = try MountFixture.unlocked(["--busy-poll", "0"])

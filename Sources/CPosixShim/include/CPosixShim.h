@@ -100,4 +100,14 @@ static inline int cposix_thread_setgroups(size_t count, const gid_t *groups) {
   return (int)syscall(SYS_setgroups, count, groups);
 }
 
+/// How many CPUs the calling thread may run on (its affinity mask, which a container's
+/// cpuset or taskset narrows); 1 when unknown. CPU_COUNT and sched_getaffinity are GNU-only.
+static inline int cposix_available_cpus(void) {
+  unsigned long mask[64] = {0};  // 4,096 CPUs
+  long size = syscall(SYS_sched_getaffinity, 0, sizeof mask, mask);
+  int count = 0;
+  for (long word = 0; word < size / (long)sizeof mask[0]; word++) count += __builtin_popcountl(mask[word]);
+  return count > 0 ? count : 1;
+}
+
 #endif
