@@ -25,7 +25,7 @@ public enum ResourceLimits {
     getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
     if geteuid() == 0 {
       var ceiling = rlimit(rlim_cur: 1 << 20, rlim_max: 1 << 20)
-      if let text = try? String(contentsOfFileSystemPath: "/proc/sys/fs/nr_open"), let value = rlim_t(text) {
+      if let text = String(contentsOfFileSystemPath: "/proc/sys/fs/nr_open"), let value = rlim_t(text) {
         ceiling = rlimit(rlim_cur: value, rlim_max: value)
       }
       if ceiling.rlim_max > limit.rlim_max, setrlimit(Int32(RLIMIT_NOFILE.rawValue), &ceiling) == 0 {

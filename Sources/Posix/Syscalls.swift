@@ -9,7 +9,7 @@ import CPosixShim
 // never re-encoded). EINTR is retried where the call is restartable, never on close.
 
 /// Runs `body` until it stops failing with EINTR; returns its non-negative result.
-@inlinable @usableFromInline
+@inlinable
 func retryingEINTR<T: BinaryInteger>(_ body: () -> T) throws(Errno) -> T {
   while true {
     let result = body()
@@ -20,7 +20,7 @@ func retryingEINTR<T: BinaryInteger>(_ body: () -> T) throws(Errno) -> T {
 }
 
 /// Checks a call that returns 0 or -1.
-@inlinable @usableFromInline
+@inlinable
 func check(_ result: Int32) throws(Errno) {
   if result != 0 { throw Errno.current }
 }
