@@ -19,11 +19,14 @@ public struct FuseConfiguration: Sendable {
   public var passthrough = true
   /// Microseconds the reader polls for the next request before it sleeps, while requests
   /// come back to back (0: never poll). See CFuseDevice's busy_poll.c.
-  public var busyPollMicroseconds: UInt32 = 30
+  public var busyPollMicroseconds = busyPollWindow
 
-  /// The busy-poll window for a daemon that may run on `availableCPUs` CPUs: 30 µs, or
-  /// none on a single CPU, where the program waits while the daemon polls.
-  public static func defaultBusyPoll(availableCPUs: Int) -> UInt32 { availableCPUs > 1 ? 30 : 0 }
+  /// The busy-poll window where the program and the daemon can run at the same time.
+  static let busyPollWindow: UInt32 = 30
+
+  /// The busy-poll window for a daemon that may run on `availableCPUs` CPUs: none on a
+  /// single CPU, where the program waits while the daemon polls.
+  public static func defaultBusyPoll(availableCPUs: Int) -> UInt32 { availableCPUs > 1 ? busyPollWindow : 0 }
 
   /// The defaults.
   public init() {}

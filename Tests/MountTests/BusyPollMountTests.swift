@@ -1,3 +1,4 @@
+import CPosixShim
 import Foundation
 import Testing
 
@@ -26,10 +27,10 @@ struct BusyPollMountTests {
     )
   }
 
-  @Test("by default the window is 30 µs; back-to-back requests are found by polling")
+  @Test("by default the window is 30 µs (with more than one CPU); back-to-back requests are found by polling")
   func pollsBackToBackRequests() throws {
     let fixture = try MountFixture.unlocked()
-    #expect(try Self.busyPoll(fixture).microseconds == 30)
+    #expect(try Self.busyPoll(fixture).microseconds == (cposix_available_cpus() > 1 ? 30 : 0))
     try fixture.unmount()
 
     // The largest window, so that polling engages even on a slow machine.
