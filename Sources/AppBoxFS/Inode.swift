@@ -46,6 +46,9 @@ final class Inode: Sendable {
   let protectionValue = Atomic<UInt8>(Inode.unknownClass)
   /// Allocated bytes as last charged to the quota (`st_blocks * 512`).
   let allocated: Mutex<Int64>
+  /// Set when data was written through the daemon: until its last handle is released, the
+  /// backing filesystem may still allocate for it (at writeback), so releases measure it.
+  let written = Atomic<Bool>(false)
   /// Unix second of the last use through the mount, to touch the purge catalog at most
   /// once a second per file.
   let lastTouch = Atomic<UInt32>(0)

@@ -193,6 +193,7 @@ extension SandboxFilesystem {
       unreserve(reserved, domain: inode.domain)
       throw error
     }
+    inode.written.store(true, ordering: .relaxed)
     if let st = account(inode, fd: fd, reserved: reserved) { clearSetID(st, for: ctx, fd: fd) }
     touch(inode)
     return written
@@ -241,8 +242,13 @@ extension SandboxFilesystem {
     let inode = inodes.inode(node)
     closed(handle, inode: inode)
     Sys.close(Int32(truncatingIfNeeded: handle))
-    inode.openHandles.subtract(1, ordering: .relaxed)
-    account(inode, fd: inode.fd)  // what the backing filesystem allocated at writeback
+    // What the backing filesystem allocated at writeback: measured while written data may
+    // be pending (the last handle's release clears the mark), and after passthrough
+    // handles, whose writes bypass the daemon. A file nobody wrote is not measured again.
+    let remaining = inode.openHandles.subtract(1, ordering: .relaxed).newValue
+    let written =
+      remaining == 0 ? inode.written.exchange(false, ordering: .relaxed) : inode.written.load(ordering: .relaxed)
+    if written || HandleKind(handle: handle) == .passthrough { account(inode, fd: inode.fd) }
     if inode.domain.isPurgeable { storage.books.withLock { _ = $0.catalog.close(ino: inode.key.inode) } }
   }
 
@@ -295,6 +301,7 @@ extension SandboxFilesystem {
       unreserve(reserved, domain: target.domain)
       throw error
     }
+    target.written.store(true, ordering: .relaxed)
     account(target, fd: outFD, reserved: reserved)
     touch(source)
     touch(target)

@@ -64,9 +64,10 @@ extension SandboxFilesystem {
       throw error
     }
     let inode = inodes.inode(entry.node)
-    if let protection { assignProtection(protection, to: inode, openFD: openFD) }
+    let storedAttribute = protection.map { assignProtection($0, to: inode, openFD: openFD) } ?? false
     inode.allocated.withLock { $0 = 0 }
-    account(inode, fd: openFD ?? inode.fd, reserved: reserved)
+    // The lookup's measurement holds unless an attribute was written since (it may take a block).
+    account(inode, fd: openFD ?? inode.fd, reserved: reserved, known: storedAttribute ? nil : entry.attributes)
     account(directory, fd: directory.fd)
     track(inode, name: CName(name).bytes, in: directory)
     return entry

@@ -55,10 +55,11 @@ extension SandboxFilesystem {
   /// Stores the class a new item inherits (hidden from `listxattr`: the program did not
   /// set it) and caches it. The container default is not stored (items without a class
   /// have it), which saves an attribute write per create. `openFD`, when the item is open,
-  /// saves a path resolution.
-  func assignProtection(_ protectionClass: ProtectionClass, to inode: Inode, openFD: Int32?) {
+  /// saves a path resolution. Returns whether an attribute was written.
+  @discardableResult
+  func assignProtection(_ protectionClass: ProtectionClass, to inode: Inode, openFD: Int32?) -> Bool {
     inode.cachedProtection = protectionClass
-    guard protectionClass != options.defaultProtection else { return }
+    guard protectionClass != options.defaultProtection else { return false }
     let value = Array(protectionClass.name.utf8)
     let name = AppBoxAttribute.inheritedProtectionName
     if let openFD {
@@ -66,6 +67,7 @@ extension SandboxFilesystem {
     } else {
       try? Xattr.set(inode.fd, name: name, value: value)
     }
+    return true
   }
 
   /// The path of an inode below the mount root, for events (`/`-joined bytes).

@@ -42,16 +42,19 @@ extension SandboxFilesystem {
   }
 
   /// Measures `inode`'s allocation after a change and settles the quota: the difference to
-  /// what was charged before, minus what was reserved for the change.
+  /// what was charged before, minus what was reserved for the change. `known`: the file's
+  /// stat taken since the change, which saves the `fstat`.
   /// - Returns: the file's attributes as measured (nil when it was off the books).
   @discardableResult
-  func account(_ inode: Inode, fd: Int32, reserved: Int64 = 0) -> stat? {
+  func account(_ inode: Inode, fd: Int32, reserved: Int64 = 0, known: stat? = nil) -> stat? {
     let domain = inode.domain
     // Measured under the inode's lock, which `untrack` takes too: a close racing an
     // unlink either settles before the unlink gives the bytes back, or sees no link left.
     let measured = inode.allocated.withLock { charged -> (delta: Int64, now: Int64, st: stat)? in
       // An unlinked or purged file was taken off the books with its last name.
-      guard let st = try? Sys.fstat(fd), st.st_nlink > 0, !inode.purged.load(ordering: .relaxed) else { return nil }
+      guard let st = known ?? (try? Sys.fstat(fd)), st.st_nlink > 0, !inode.purged.load(ordering: .relaxed) else {
+        return nil
+      }
       let now = Int64(st.st_blocks) * 512
       defer { charged = now }
       return (now - charged, now, st)
