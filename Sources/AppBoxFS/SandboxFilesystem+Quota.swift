@@ -31,7 +31,7 @@ extension SandboxFilesystem {
     if let granted { return granted }
     if let plan {
       RequestReading.handOff()  // unlinking the victims may take a while
-      carryOut(plan)
+      carryOut(plan, onRequestThread: true)
     }
     return storage.reserveFree(need, domain: domain)
   }
@@ -93,11 +93,14 @@ extension SandboxFilesystem {
   // MARK: Purging
 
   /// Unlinks the victims of a plan (already taken off the books), records an event for
-  /// each, and tells the kernel, from the maintenance queue, to forget them. Directories
-  /// are worked on in parallel (unlinks in different directories do not contend).
+  /// each, and tells the kernel to forget them: before returning when `onRequestThread` is
+  /// false (a control or maintenance thread: when `appbox purge` returns, no program sees
+  /// a purged file any more), else from the maintenance queue (a notification must never
+  /// be sent from a request thread). Directories are worked on in parallel (unlinks in
+  /// different directories do not contend).
   /// - Returns: the victims unlinked.
   @discardableResult
-  func carryOut(_ plan: StorageState.PurgePlan) -> [PurgeCatalog.Victim] {
+  func carryOut(_ plan: StorageState.PurgePlan, onRequestThread: Bool) -> [PurgeCatalog.Victim] {
     var groups: [[[UInt8]]: [Int]] = [:]
     for (index, components) in plan.directories.enumerated() { groups[components, default: []].append(index) }
     let work = Array(groups)
@@ -142,7 +145,7 @@ extension SandboxFilesystem {
       ).jsonLine
     }
     events.record(lines.joined(separator: "\n"))
-    maintenance.async { [self, purged] in
+    let notify: @Sendable () -> Void = { [self, purged] in
       guard let notifier = notifier.withLock({ $0 }) else { return }
       for item in purged {
         let victim = plan.victims[item.index]
@@ -156,6 +159,7 @@ extension SandboxFilesystem {
         }
       }
     }
+    if onRequestThread { maintenance.async(execute: notify) } else { notify() }
     return purged.map { plan.victims[$0.index] }
   }
 
@@ -175,7 +179,8 @@ extension SandboxFilesystem {
     return fd >= 0 ? fd : nil
   }
 
-  /// Purges on request (the control channel's `purge`).
+  /// Purges on request (the control channel's `purge`) or in the background (the
+  /// maintenance queue); never called on a request thread.
   /// - Returns: files and bytes purged.
   public func purge(_ request: PurgeRequest) -> (files: Int, bytes: Int64) {
     let plan = storage.plan(reason: request.reason) { catalog, _ in
@@ -187,7 +192,7 @@ extension SandboxFilesystem {
       case .watermark(let bytes): catalog.chooseVictims(toFree: bytes)
       }
     }
-    let purged = carryOut(plan)
+    let purged = carryOut(plan, onRequestThread: false)
     return (purged.count, purged.reduce(0) { $0 + $1.bytes })
   }
 
