@@ -49,7 +49,7 @@ bool cfuse_device_request_queued(int fd) {
   return poll(&device, 1, 0) > 0;  // readable, or an error (unmounted) that read() will report
 }
 
-ssize_t cfuse_device_read_request(int fd, void *buf, size_t len) {
+ssize_t cfuse_device_read_request(int fd, void *buf, size_t len, bool queued) {
   uint64_t window = (uint64_t)atomic_load_explicit(&window_us, memory_order_relaxed) * 1000;
   if (window == 0) {
     atomic_fetch_add_explicit(&waited_count, 1, memory_order_relaxed);
@@ -58,7 +58,7 @@ ssize_t cfuse_device_read_request(int fd, void *buf, size_t len) {
   uint64_t start = now_ns();
   if (last_wait_was_short) {
     do {
-      if (cfuse_device_request_queued(fd)) {
+      if (queued || cfuse_device_request_queued(fd)) {
         atomic_fetch_add_explicit(&polled_count, 1, memory_order_relaxed);
         return read(fd, buf, len);
       }

@@ -10,7 +10,7 @@
 bool cfuse_device_request_queued(int fd);
 
 /// Reads the next request from `fd` as read(2) does, polling for it first while requests
-/// come back to back.
-ssize_t cfuse_device_read_request(int fd, void *buf, size_t len);
+/// come back to back. `queued`: the caller has just seen a request waiting (no poll then).
+ssize_t cfuse_device_read_request(int fd, void *buf, size_t len, bool queued);
 
 #endif

@@ -94,8 +94,12 @@ ssize_t cfuse_device_take_request(int fd, void *buf, size_t len) {
   readers.reading = true;
   pthread_mutex_unlock(&readers.lock);
 
-  if (cfuse_device_has_deferred() && !cfuse_device_request_queued(fd)) cfuse_device_run_deferred();
-  ssize_t got = cfuse_device_read_request(fd, buf, len);
+  bool queued = false;
+  if (cfuse_device_has_deferred()) {
+    queued = cfuse_device_request_queued(fd);
+    if (!queued) cfuse_device_run_deferred();
+  }
+  ssize_t got = cfuse_device_read_request(fd, buf, len, queued);
   int error = errno;
 
   pthread_mutex_lock(&readers.lock);
