@@ -26,6 +26,8 @@ struct BackingKey: Hashable, Sendable {
 /// One node the kernel knows: an `Linux.openPath` descriptor on its backing inode, through which
 /// every operation on it goes (no path is ever resolved again).
 final class Inode: Sendable {
+  /// The id the kernel knows this inode by: opaque, never reused (see ``InodeTable``).
+  let node: NodeID
   /// `Linux.openPath | O_NOFOLLOW` descriptor of the backing inode, closed on deinit.
   let fd: Int32
   /// The backing inode.
@@ -67,9 +69,10 @@ final class Inode: Sendable {
   static let unknownClass: UInt8 = 0xFF
 
   init(
-    fd: Int32, attributes: stat, fixed: SandboxLayout.FixedDirectory?, domain: StorageDomain, lookups: UInt64,
-    origin: (parent: NodeID, name: [UInt8]) = (.root, [])
+    node: NodeID, fd: Int32, attributes: stat, fixed: SandboxLayout.FixedDirectory?, domain: StorageDomain,
+    lookups: UInt64, origin: (parent: NodeID, name: [UInt8]) = (.root, [])
   ) {
+    self.node = node
     self.origin = origin
     self.fd = fd
     self.key = BackingKey(attributes)

@@ -8,34 +8,71 @@ import Synchronization
 #endif
 
 /// The nodes the kernel holds lookups on, keyed by backing inode so that hard links share
-/// one node. A node id is the address of its ``Inode`` (O(1) from request to inode);
-/// the table's strong reference keeps the address valid until the last forget.
+/// one node.
+///
+/// A node id is opaque: a slot of this table (low 32 bits, from 2 on: 0 and 1 are not
+/// ids, 1 is the root) and how often that slot has been used before (high 32 bits). Any
+/// user can read node ids (`name_to_handle_at` puts them in the handle), so they must not
+/// say where anything is in the daemon's memory, and an id is not given out twice while
+/// a slot's use count lasts (2³² reuses), as the kernel expects of a `(node, generation)`
+/// pair.
 final class InodeTable: Sendable {
   /// The container root (node id 1), never forgotten.
   let root: Inode
   /// Lock order: this lock is a leaf; nothing else is taken while it is held.
-  private let nodes = Mutex<[BackingKey: Inode]>([:])
-  /// `nodes.count`, readable without the lock.
+  private let state = Mutex(State())
+  /// `state.byKey.count`, readable without the lock.
   private let held = Atomic<Int>(0)
 
+  private struct State: ~Copyable {
+    /// Each held inode under its backing inode.
+    var byKey: [BackingKey: Inode] = [:]
+    /// Each held inode in its slot; `nil` for a free slot.
+    var slots: [Inode?] = []
+    /// How often each slot has been given out.
+    var uses: [UInt32] = []
+    /// Free slots, reused last freed first.
+    var free: [Int] = []
+
+    /// Puts `make(id)` in a free slot.
+    mutating func insert(_ make: (NodeID) -> Inode) -> Inode {
+      let slot: Int
+      if let reused = free.popLast() {
+        slot = reused
+        uses[slot] &+= 1
+      } else {
+        slot = slots.count
+        slots.append(nil)
+        uses.append(0)
+      }
+      let inode = make(NodeID(rawValue: UInt64(uses[slot]) << 32 | UInt64(slot + InodeTable.firstSlotID)))
+      slots[slot] = inode
+      return inode
+    }
+  }
+
+  /// The id of slot 0 (0 is no id, 1 the root's).
+  private static let firstSlotID = 2
+
   init(root: Inode) {
+    precondition(root.node == .root)
     self.root = root
   }
 
   /// The inode behind a node id the kernel sent.
-  @inline(__always)
   func inode(_ node: NodeID) -> Inode {
     if node == .root { return root }
-    // Safe: the kernel only sends node ids it holds lookups on, and the table retains
-    // each inode until its lookups drop to zero.
-    return Unmanaged<Inode>.fromOpaque(UnsafeRawPointer(bitPattern: UInt(node.rawValue))!).takeUnretainedValue()
+    let slot = Int(truncatingIfNeeded: node.rawValue & 0xFFFF_FFFF) - Self.firstSlotID
+    let inode = state.withLock { state in slot >= 0 && slot < state.slots.count ? state.slots[slot] : nil }
+    // The kernel only sends node ids it holds lookups on, and a slot keeps its inode until
+    // the last forget: anything else is a broken invariant, not a request to answer.
+    guard let inode, inode.node == node else { preconditionFailure("the kernel sent node id \(node.rawValue), which is not held") }
+    return inode
   }
 
   /// The node id of an inode.
   @inline(__always)
-  func node(_ inode: Inode) -> NodeID {
-    inode === root ? .root : NodeID(rawValue: UInt64(UInt(bitPattern: Unmanaged.passUnretained(inode).toOpaque())))
-  }
+  func node(_ inode: Inode) -> NodeID { inode.node }
 
   /// Records one more kernel lookup of the backing inode `fd` refers to. Takes ownership
   /// of `fd` (closed when an inode for the same backing inode already exists).
@@ -48,15 +85,18 @@ final class InodeTable: Sendable {
       Sys.close(fd)
       return root
     }
-    let (inode, duplicate) = nodes.withLock { table -> (Inode, Bool) in
-      if let existing = table[key] {
+    let (inode, duplicate) = state.withLock { state -> (Inode, Bool) in
+      if let existing = state.byKey[key] {
         existing.lookups.add(1, ordering: .relaxed)
         return (existing, true)
       }
-      let created = Inode(
-        fd: fd, attributes: attributes, fixed: fixed, domain: domain, lookups: 1, origin: (parent, name.bytes))
-      table[key] = created
-      held.store(table.count, ordering: .relaxed)
+      let created = state.insert { node in
+        Inode(
+          node: node, fd: fd, attributes: attributes, fixed: fixed, domain: domain, lookups: 1,
+          origin: (parent, name.bytes))
+      }
+      state.byKey[key] = created
+      held.store(state.byKey.count, ordering: .relaxed)
       return (created, false)
     }
     if duplicate { Sys.close(fd) }
@@ -69,13 +109,16 @@ final class InodeTable: Sendable {
   func forget(_ node: NodeID, count: UInt64) -> Inode? {
     guard node != .root else { return nil }
     let inode = self.inode(node)
-    let dropped: Inode? = nodes.withLock { table in
+    let dropped: Inode? = state.withLock { state in
       let before = inode.lookups.load(ordering: .relaxed)
       precondition(before >= count, "kernel forgot \(count) lookups of a node holding \(before)")
       inode.lookups.store(before - count, ordering: .relaxed)
       guard before == count else { return nil }
-      defer { held.store(table.count, ordering: .relaxed) }
-      return table.removeValue(forKey: inode.key)
+      defer { held.store(state.byKey.count, ordering: .relaxed) }
+      let slot = Int(truncatingIfNeeded: node.rawValue & 0xFFFF_FFFF) - Self.firstSlotID
+      state.slots[slot] = nil
+      state.free.append(slot)
+      return state.byKey.removeValue(forKey: inode.key)
     }
     return dropped  // released by the caller, outside the lock
   }
@@ -84,12 +127,12 @@ final class InodeTable: Sendable {
   func existing(backingInode: UInt64) -> Inode? {
     let key = BackingKey(device: root.key.device, inode: backingInode)
     if key == root.key { return root }
-    return nodes.withLock { $0[key] }
+    return state.withLock { $0.byKey[key] }
   }
 
   /// How many nodes the kernel holds (each costs the daemon a descriptor).
   var count: Int { held.load(ordering: .relaxed) }
 
   /// A snapshot of every inode currently held (for cache invalidation sweeps).
-  func snapshot() -> [Inode] { nodes.withLock { Array($0.values) } }
+  func snapshot() -> [Inode] { state.withLock { Array($0.byKey.values) } }
 }

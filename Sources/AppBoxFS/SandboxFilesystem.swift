@@ -57,7 +57,7 @@ public final class SandboxFilesystem: FuseFilesystem {
       Sys.close(rootFD)
       throw error
     }
-    inodes = InodeTable(root: Inode(fd: rootFD, attributes: rootStat, fixed: nil, domain: .root, lookups: 1))
+    inodes = InodeTable(root: Inode(node: .root, fd: rootFD, attributes: rootStat, fixed: nil, domain: .root, lookups: 1))
     self.configuration = configuration
     self.options = options
     backingPath = Array(backingDirectory.utf8)

@@ -66,6 +66,10 @@ static inline int cposix_spawn_addclosefrom(posix_spawn_file_actions_t *actions,
 static inline short cposix_spawn_setsid(void) { return 0x80; /* POSIX_SPAWN_SETSID, GNU-only */ }
 /// A descriptor that becomes readable once process `pid` has exited (Linux >= 5.3).
 static inline int cposix_pidfd_open(pid_t pid) { return (int)syscall(SYS_pidfd_open, pid, 0); }
+// name_to_handle_at(2): `handle` points to a struct file_handle whose handle_bytes is set.
+static inline int cposix_name_to_handle_at(int dirfd, const char *path, void *handle, int *mount_id, int flags) {
+  return (int)syscall(SYS_name_to_handle_at, dirfd, path, handle, mount_id, flags);
+}
 
 static inline ssize_t cposix_getxattr(const char *path, const char *name, void *value, size_t size) {
   return getxattr(path, name, value, size);
