@@ -152,16 +152,22 @@ public final class SandboxFilesystem: FuseFilesystem {
   }
 
   /// The `O_PATH` descriptor of `name` in `parent`. Out of descriptors (EMFILE), it asks
-  /// the kernel to drop idle inodes and waits up to half a second for their forgets.
+  /// the kernel to drop idle inodes and waits up to five seconds for their forgets (they
+  /// come as requests, which a busy machine may serve late), then answers EMFILE.
   func openInode(in parent: Inode, name: UnsafePointer<CChar>) throws(Errno) -> Int32 {
-    var attempts = 0
+    var deadline: Double?
     while true {
       do throws(Errno) {
         return try Sys.openat(parent.fd, name, Linux.openPath | O_NOFOLLOW | O_CLOEXEC)
-      } catch  where error == .tooManyOpenFiles && attempts < 100 {
+      } catch  where error == .tooManyOpenFiles {
+        let now = Clock.monotonic()
+        if deadline == nil {
+          deadline = now + 5
+          RequestReading.handOff()  // the forgets come as requests
+        } else if now > deadline! {
+          throw error
+        }
         releaseDescriptors()
-        if attempts == 0 { RequestReading.handOff() }  // the forgets come as requests
-        attempts += 1
         Clock.sleep(seconds: 0.005)
       }
     }
