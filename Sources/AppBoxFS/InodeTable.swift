@@ -66,7 +66,9 @@ final class InodeTable: Sendable {
     let inode = state.withLock { state in slot >= 0 && slot < state.slots.count ? state.slots[slot] : nil }
     // The kernel only sends node ids it holds lookups on, and a slot keeps its inode until
     // the last forget: anything else is a broken invariant, not a request to answer.
-    guard let inode, inode.node == node else { preconditionFailure("the kernel sent node id \(node.rawValue), which is not held") }
+    guard let inode, inode.node == node else {
+      preconditionFailure("the kernel sent node id \(node.rawValue), which is not held")
+    }
     return inode
   }
 

@@ -140,7 +140,7 @@ extension SandboxFilesystem {
         throw Errno.exists  // refused if new: see first whether it exists (below)
       }
       try check(.createNew, inherited, path: mountPath(of: name, in: directory))
-      let fd = try ctx.asCaller { () throws(Errno) -> Int32 in
+      let fd = try ctx.asCreator(mode: mode) { (mode) throws(Errno) -> Int32 in
         try Sys.openat(directory.fd, name, backingFlags(flags) | O_CREAT | O_EXCL | O_NOFOLLOW, mode)
       }
       let entry: Entry

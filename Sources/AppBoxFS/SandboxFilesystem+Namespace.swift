@@ -23,7 +23,7 @@ extension SandboxFilesystem {
     let isRegular = mode & S_IFMT == S_IFREG
     let inherited = protectionClass(of: directory)
     if isRegular { try check(.createNew, inherited, path: mountPath(of: name, in: directory)) }
-    try ctx.asCaller { () throws(Errno) in try Sys.mknodat(directory.fd, name, mode, device) }
+    try ctx.asCreator(mode: mode) { (mode) throws(Errno) in try Sys.mknodat(directory.fd, name, mode, device) }
     return try created(name, in: directory, protection: isRegular ? inherited : nil, reserved: 0)
   }
 
@@ -35,7 +35,7 @@ extension SandboxFilesystem {
     try checkCanCreate(in: directory)
     let reserved = try reserveAll(4096, domain: directory.domain)
     do throws(Errno) {
-      try ctx.asCaller { () throws(Errno) in try Sys.mkdirat(directory.fd, name, mode) }
+      try ctx.asCreator(mode: mode) { (mode) throws(Errno) in try Sys.mkdirat(directory.fd, name, mode) }
     } catch {
       unreserve(reserved, domain: directory.domain)
       throw error

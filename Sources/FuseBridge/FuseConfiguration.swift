@@ -42,6 +42,10 @@ public struct FuseConfiguration: Sendable {
     want &= ~cfuse_cap_writeback_cache()
     // The kernel drops cached pages whose mtime changed (cheap, keeps mmap coherent).
     want |= capable & cfuse_cap_auto_inval_data()
+    // Modes of new files arrive without the caller's umask, which comes beside them: the
+    // daemon applies it as a local filesystem does, not under a default ACL
+    // (RequestContext.asCreator).
+    want |= capable & cfuse_cap_dont_mask()
     // Read replies move file pages into the device by splice instead of copying.
     want |= capable & (cfuse_cap_splice_write() | cfuse_cap_splice_move())
     conn.pointee.want = want

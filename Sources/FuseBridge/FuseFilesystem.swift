@@ -50,6 +50,15 @@ public struct RequestContext {
     }
   }
 
+  /// Runs `body`, which creates a file, directory or node with the mode it is given, as
+  /// the caller (``asCaller(_:)``) and under the caller's umask, as a local filesystem
+  /// applies it: not in a directory with a default ACL, whose entries then decide the new
+  /// mode. The kernel sends `mode` unmasked (`FUSE_CAP_DONT_MASK`): the backing filesystem
+  /// applies the umask, set on the worker thread alone.
+  public func asCreator<R, E: Error>(mode: mode_t, _ body: (mode_t) throws(E) -> R) throws(E) -> R {
+    try asCaller { () throws(E) -> R in try ThreadUmask.with(umask, mode: mode, body) }
+  }
+
   /// Whether the caller is in group `group` (its own or a supplementary one).
   public func isInGroup(_ group: gid_t) -> Bool {
     group == gid || supplementaryGroups().contains(group)

@@ -104,6 +104,11 @@ static inline int cposix_thread_setgroups(size_t count, const gid_t *groups) {
   return (int)syscall(SYS_setgroups, count, groups);
 }
 
+/// Gives the calling thread a filesystem context (umask, working directory, root) of its
+/// own, once per thread (unshare(CLONE_FS), in shim.c): from then on umask(2) on this
+/// thread changes no other thread's. Returns 0, or -1 with errno.
+int cposix_own_fs_context(void);
+
 /// How many CPUs the calling thread may run on (its affinity mask, which a container's
 /// cpuset or taskset narrows); 1 when unknown. CPU_COUNT and sched_getaffinity are GNU-only.
 static inline int cposix_available_cpus(void) {
