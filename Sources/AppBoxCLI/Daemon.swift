@@ -36,7 +36,8 @@ struct Daemon {
 
   /// Sets up the filesystem and the session, and mounts.
   private func start(_ configuration: FuseConfiguration) throws(CLIError) -> FuseSession {
-    // Modes arrive with the caller's umask already applied by the kernel.
+    // Modes are created as given: a request's umask is set on its worker thread alone
+    // (RequestContext.asCreator).
     umask(0)
     ResourceLimits.raiseOpenFiles()
     let backing = request.backing!

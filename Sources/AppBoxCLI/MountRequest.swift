@@ -123,6 +123,14 @@ struct MountRequest {
           + "\n\(usage)")
     }
     request.mountpoint = positional[0]
+    // Access times: the last of noatime, atime and relatime counts. relatime is what the
+    // kernel does without noatime, and libfuse knows neither it nor atime, so only an
+    // effective noatime goes to the kernel.
+    let atimeOptions: Set = ["noatime", "atime", "relatime"]
+    request.sandbox.noAccessTime = request.fuseOptions.last(where: atimeOptions.contains) == "noatime"
+    request.fuseOptions.removeAll { atimeOptions.contains($0) && !($0 == "noatime" && request.sandbox.noAccessTime) }
+    // The kernel's passthrough reads update the backing file's access time.
+    if request.sandbox.noAccessTime { request.passthrough = false }
     if request.backing == "" { throw CLIError(.usage, "--backing needs a directory") }
     if let purgeAt {
       let low = purgeTo ?? Percentage(max(0, purgeAt.value - 10))

@@ -40,7 +40,8 @@ struct BackingScan {
     let urgencyName = Array(AppBoxAttribute.purgeUrgency.name.utf8CString)
     var stack = [
       Level(
-        stream: try DirectoryStream(fd: try Sys.reopen(rootFD, flags: O_RDONLY | O_DIRECTORY | O_CLOEXEC)),
+        stream: try DirectoryStream(
+          fd: try Sys.reopen(rootFD, flags: O_RDONLY | O_DIRECTORY | O_CLOEXEC | Linux.openNoAccessTime)),
         domain: .root, layout: .root, catalogParent: nil)
     ]
     while let level = stack.last {
@@ -73,7 +74,8 @@ struct BackingScan {
             catalogParent = .directory(UInt64(st.st_ino))
           }
         }
-        let fd = try Sys.openat(level.stream.fd, item.name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+        let fd = try Sys.openat(
+          level.stream.fd, item.name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | Linux.openNoAccessTime)
         stack.append(
           Level(
             stream: try DirectoryStream(fd: fd), domain: domain,

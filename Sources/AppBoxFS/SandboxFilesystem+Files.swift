@@ -40,8 +40,12 @@ enum HandleKind: UInt64 {
 extension SandboxFilesystem {
   /// Flags for opening the backing file on behalf of a program.
   func backingFlags(_ flags: Int32) -> Int32 {
-    (flags & ~(O_CREAT | O_EXCL | O_NOCTTY | Linux.openDirect)) | O_CLOEXEC
+    (flags & ~(O_CREAT | O_EXCL | O_NOCTTY | Linux.openDirect)) | O_CLOEXEC | accessTimeFlag
   }
+
+  /// `O_NOATIME` on a `-o noatime` mount: the daemon's reads of backing files and
+  /// directories must not change their access times.
+  var accessTimeFlag: Int32 { options.noAccessTime ? Linux.openNoAccessTime : 0 }
 
   /// The reply for a new handle on a regular file, counted in the inode's ``IOMode``.
   ///
@@ -77,7 +81,9 @@ extension SandboxFilesystem {
   /// Registers `inode`'s backing file for passthrough, read-write when the daemon can open
   /// it so (a writer may join later), else through the read-only handle `fd`.
   private func registerBacking(_ inode: Inode, fd: Int32) -> BackingID? {
-    guard let writable = try? Sys.reopen(inode.fd, flags: O_RDWR | O_CLOEXEC) else { return passthrough.register(fd) }
+    guard let writable = try? Sys.reopen(inode.fd, flags: O_RDWR | O_CLOEXEC | accessTimeFlag) else {
+      return passthrough.register(fd)
+    }
     defer { Sys.close(writable) }
     return passthrough.register(writable)
   }

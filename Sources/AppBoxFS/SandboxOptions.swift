@@ -18,6 +18,9 @@ public struct SandboxOptions: Sendable {
   public var tmpMaxAge: Double?
   /// Where events are appended as JSON Lines (nil: not recorded).
   public var eventsPath: String?
+  /// Reads through the mount leave access times alone (`-o noatime`): the daemon opens
+  /// backing files and directories with `O_NOATIME`.
+  public var noAccessTime = false
 
   /// The defaults: 4 GiB, class C, BFU at mount, 10 s grace, 60 s CX timeout.
   public init() {}

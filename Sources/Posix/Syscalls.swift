@@ -33,21 +33,27 @@ public enum Sys {
     if result != 0 { throw Errno.current }
   }
 
-  /// `openat(2)`.
+  /// `openat(2)`. `Linux.openNoAccessTime` in `flags` is a wish, as for ``reopen(_:flags:)``.
   @inlinable
   public static func openat(
     _ dir: Int32, _ name: UnsafePointer<CChar>, _ flags: Int32, _ mode: mode_t = 0
   ) throws(Errno) -> Int32 {
-    try retryingEINTR { cposix_openat(dir, name, flags, mode) }
+    do throws(Errno) {
+      return try retryingEINTR { cposix_openat(dir, name, flags, mode) }
+    } catch  where error == .notPermitted && flags & Linux.openNoAccessTime != 0 {
+      return try retryingEINTR { cposix_openat(dir, name, flags & ~Linux.openNoAccessTime, mode) }
+    }
   }
 
   /// Opens `fd` again through `/proc/self/fd`, with new flags: how an `O_PATH` inode
   /// descriptor becomes a readable or writable one without resolving any path.
+  /// `Linux.openNoAccessTime` in `flags` is a wish: where the kernel refuses it (EPERM:
+  /// the caller neither owns the file nor has CAP_FOWNER), the file opens without it.
   @inlinable
   public static func reopen(_ fd: Int32, flags: Int32) throws(Errno) -> Int32 {
     var path = ProcPath(fd)
     return try path.withCString { (p) throws(Errno) -> Int32 in
-      try retryingEINTR { cposix_openat(AT_FDCWD, p, flags & ~(O_NOFOLLOW | O_CREAT | O_EXCL), 0) }
+      try openat(AT_FDCWD, p, flags & ~(O_NOFOLLOW | O_CREAT | O_EXCL))
     }
   }
 
