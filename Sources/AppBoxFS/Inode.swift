@@ -115,7 +115,8 @@ final class Inode: Sendable {
 /// while passthrough handles are open, a new one must be passthrough on the same backing
 /// file, whatever its access mode.
 struct IOMode: Sendable {
-  /// Open handles whose I/O goes through the kernel's page cache and the daemon.
+  /// Open handles whose I/O goes through the daemon: through the kernel's page cache,
+  /// or direct (which the kernel caches too once such a file is mapped).
   var cachedHandles = 0
   /// Open handles whose I/O the kernel serves from `backing`.
   var passthroughHandles = 0

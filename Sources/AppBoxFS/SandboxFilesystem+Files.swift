@@ -70,9 +70,10 @@ extension SandboxFilesystem {
         passthroughFiles.add(1, ordering: .relaxed)
         return (.passthrough, backing)
       }
-      if direct { return (.direct, nil) }
+      // A direct handle counts as a cached one: the kernel puts the file in caching mode
+      // when it is mapped (FUSE_DIRECT_IO_ALLOW_MMAP), and refuses passthrough then.
       mode.cachedHandles += 1
-      return (.cached, nil)
+      return (direct ? .direct : .cached, nil)
     }
     return OpenedFile(
       handle: kind.handle(fd), keepCache: kind == .cached, directIO: kind == .direct, noFlush: true, backing: backing)
@@ -93,8 +94,7 @@ extension SandboxFilesystem {
   private func closed(_ handle: UInt64, inode: Inode) {
     let unregister = inode.ioMode.withLock { mode -> BackingID? in
       switch HandleKind(handle: handle) {
-      case .direct: return nil
-      case .cached:
+      case .direct, .cached:
         mode.cachedHandles -= 1
         return nil
       case .passthrough:

@@ -18,6 +18,7 @@
 enum { FUSE_OPCODE_INIT = 26 };
 #define FUSE_FLAG_HANDLE_KILLPRIV_V2 (1ULL << 28)
 #define FUSE_FLAG_INIT_EXT (1ULL << 30)
+#define FUSE_FLAG_DIRECT_IO_ALLOW_MMAP (1ULL << 36)
 #define FUSE_FLAG_PASSTHROUGH (1ULL << 37)
 #define FOPEN_FLAG_PASSTHROUGH (1u << 7)
 // Backing stacked at most this deep under the mount (2: also over overlayfs, as in a
@@ -77,6 +78,11 @@ static void amend_init(struct init_out *out) {
   if ((device_state.wanted & CFUSE_DEVICE_KILLPRIV_V2) && (offered & FUSE_FLAG_HANDLE_KILLPRIV_V2)) {
     add |= FUSE_FLAG_HANDLE_KILLPRIV_V2;
     negotiated |= CFUSE_DEVICE_KILLPRIV_V2;
+  }
+  if ((device_state.wanted & CFUSE_DEVICE_DIRECT_IO_MMAP) && (offered & FUSE_FLAG_DIRECT_IO_ALLOW_MMAP) &&
+      (offered & FUSE_FLAG_INIT_EXT)) {
+    add |= FUSE_FLAG_DIRECT_IO_ALLOW_MMAP | FUSE_FLAG_INIT_EXT;
+    negotiated |= CFUSE_DEVICE_DIRECT_IO_MMAP;
   }
   uint64_t flags = out->flags | ((uint64_t)out->flags2 << 32);
   if ((device_state.wanted & CFUSE_DEVICE_PASSTHROUGH) && (offered & FUSE_FLAG_PASSTHROUGH) &&

@@ -57,7 +57,7 @@ public final class FuseSession {
     guard fuse_session_mount(session, mountpoint) == 0 else { throw .mountFailed(mountpoint) }
     mounted = true
     let configuration = box.takeUnretainedValue().configuration
-    var wanted = UInt32(CFUSE_DEVICE_KILLPRIV_V2)
+    var wanted = UInt32(CFUSE_DEVICE_KILLPRIV_V2 | CFUSE_DEVICE_DIRECT_IO_MMAP)
     if configuration.passthrough { wanted |= UInt32(CFUSE_DEVICE_PASSTHROUGH) }
     guard cfuse_device_install(session, wanted) == 0 else { throw .mountFailed(mountpoint) }
     cfuse_device_set_busy_poll(configuration.busyPollMicroseconds)

@@ -8,6 +8,9 @@
 //     truncates; the kernel then stops asking for security.capability before every write;
 //   - FUSE_PASSTHROUGH: an open file may be backed by a registered backing file, whose
 //     reads and writes the kernel serves without the daemon.
+//   - FUSE_DIRECT_IO_ALLOW_MMAP: a file open for direct I/O (O_DIRECT) may be mapped
+//     shared, as on a local filesystem; the kernel keeps its page cache coherent with the
+//     direct reads and writes.
 // Requests are read by one worker thread at a time (reader.c), which may put work off until
 // after its next reply (deferred.c) and polls for the next request before it sleeps
 // (busy_poll.c).
@@ -30,6 +33,7 @@ struct fuse_entry_param;
 enum {
   CFUSE_DEVICE_KILLPRIV_V2 = 1,
   CFUSE_DEVICE_PASSTHROUGH = 2,
+  CFUSE_DEVICE_DIRECT_IO_MMAP = 4,
 };
 
 /// Installs the device I/O on a mounted session. Returns 0 or -errno.
