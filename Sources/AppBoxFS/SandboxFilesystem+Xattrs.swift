@@ -118,14 +118,7 @@ extension SandboxFilesystem {
     case .protection:
       guard inode.isRegularFile || inode.isDirectory else { throw .notPermitted }
       guard let requested = ProtectionClass(parsing: value) else { throw .invalidArgument }
-      let current = protectionClass(of: inode)
-      guard
-        AccessRule.canChangeClass(
-          from: current, state: protection.snapshot.state, cxExpired: protection.snapshot.cxExpired)
-      else {
-        try check(.openExisting, current, path: mountPath(of: inode))
-        throw .notPermitted
-      }
+      try checkCanChangeClass(of: inode, to: requested)
       try checkNoPassthrough(inode, becoming: requested)
       try Xattr.set(inode.fd, name: attribute.name, value: Array(requested.name.utf8), flags: flags)
       reclassified(inode, to: requested)
@@ -139,6 +132,22 @@ extension SandboxFilesystem {
     }
   }
 
+  /// Refuses (EPERM, counted and logged) a change of a file's class unless both its
+  /// current and its new class are accessible now; a directory's class changes always
+  /// (``AccessRule/canChangeClass(from:to:isDirectory:state:cxExpired:)``).
+  private func checkCanChangeClass(of inode: Inode, to requested: ProtectionClass) throws(Errno) {
+    let current = protectionClass(of: inode)
+    let snapshot = protection.snapshot
+    guard
+      !AccessRule.canChangeClass(
+        from: current, to: requested, isDirectory: inode.isDirectory, state: snapshot.state,
+        cxExpired: snapshot.cxExpired)
+    else { return }
+    try check(.openExisting, current, path: mountPath(of: inode))
+    try check(.openExisting, requested, path: mountPath(of: inode))
+    throw .notPermitted
+  }
+
   /// The kernel serves passthrough handles without asking: a file open that way keeps a
   /// class that can never refuse their I/O until they are closed (EBUSY).
   private func checkNoPassthrough(_ inode: Inode, becoming newClass: ProtectionClass) throws(Errno) {
@@ -146,9 +155,10 @@ extension SandboxFilesystem {
     if inode.ioMode.withLock({ $0.passthroughHandles > 0 }) { throw .busy }
   }
 
-  /// Records a new class; if its content may not be read now (say, made class A while
-  /// LOCKED), drops what the kernel caches of it. Invalidating an inode takes no lock the
-  /// kernel holds for this setxattr (unlike entry invalidation), so it is safe here.
+  /// Records a new class, accessible when it was checked; if a lock closed it since (the
+  /// lock's sweep may have missed the file), drops what the kernel caches of it. Invalidating an
+  /// inode takes no lock the kernel holds for this setxattr (unlike entry invalidation),
+  /// so it is safe here.
   private func reclassified(_ inode: Inode, to protectionClass: ProtectionClass) {
     inode.cachedProtection = protectionClass
     guard inode.isRegularFile, !AccessRule.decide(protectionClass, .handleIO, in: protection.snapshot) else { return }
@@ -158,9 +168,8 @@ extension SandboxFilesystem {
   private func removeOwn(_ attribute: AppBoxAttribute, of inode: Inode) throws(Errno) {
     switch attribute {
     case .protection:
-      let current = protectionClass(of: inode)
-      try check(.openExisting, current, path: mountPath(of: inode))
       let fallback = storedProtection(of: inode, names: [AppBoxAttribute.inheritedProtectionName])
+      try checkCanChangeClass(of: inode, to: fallback ?? options.defaultProtection)
       try checkNoPassthrough(inode, becoming: fallback ?? options.defaultProtection)
       try Xattr.remove(inode.fd, name: attribute.name)
       reclassified(inode, to: fallback ?? options.defaultProtection)

@@ -77,20 +77,28 @@ public enum AccessRule {
     decide(protectionClass, .handleIO, in: snapshot) && !needsCacheFlushOnLock(protectionClass)
   }
 
-  /// Whether an item's class may be changed now: the content of its current class must be
-  /// accessible (checked as ``ProtectedOperation/openExisting`` on the current class).
+  /// Whether an item's class may be changed now, as Apple's filesystems decide: a file's
+  /// content must be accessible now (``ProtectedOperation/openExisting``) in its current
+  /// class and in the new one, else `EPERM`; a directory's class is only a default for
+  /// new items, and changes in any state.
   ///
   /// - Parameters:
   ///   - current: the item's class before the change.
+  ///   - new: the class asked for.
+  ///   - isDirectory: whether the item is a directory.
   ///   - state: the effective device state.
   ///   - cxExpired: whether the CX inactivity timeout has run out.
   /// - Returns: `true` if the change is allowed, `false` for `EPERM`.
   public static func canChangeClass(
     from current: ProtectionClass,
+    to new: ProtectionClass,
+    isDirectory: Bool,
     state: DeviceState,
     cxExpired: Bool
   ) -> Bool {
-    decide(current, .openExisting, state: state, cxExpired: cxExpired)
+    isDirectory
+      || (decide(current, .openExisting, state: state, cxExpired: cxExpired)
+        && decide(new, .openExisting, state: state, cxExpired: cxExpired))
   }
 
   /// Whether content of a class can become unreadable through open handles, so that the

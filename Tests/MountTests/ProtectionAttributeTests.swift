@@ -140,11 +140,17 @@ struct ProtectionAttributeTests {
     try Data("x".utf8).write(to: URL(fileURLWithPath: fixture.path("Documents/cli")))  // class C
     try fixture.control("lock")
     try fixture.waitForState("LOCKED")
-    // From C, CX (before its timeout) and D: allowed, even to A.
+    // From C, CX (before its timeout) and D: allowed to a class open now, never to A or B
+    // (as Apple's filesystems answer: EPERM, class unchanged).
     for from in [TestClass.C, .CX, .D] {
       let file = fixture.path("Documents/\(from.rawValue)")
-      #expect(Sys2.setxattr(file, ProtectionAttribute.protection, "complete") == 0, "from \(from)")
-      #expect(Sys2.protection(file) == "complete", "from \(from)")
+      for closed in ["complete", "completeUnlessOpen"] {
+        #expect(Sys2.setxattr(file, ProtectionAttribute.protection, closed) == EPERM, "from \(from) to \(closed)")
+        #expect(Sys2.protection(file) == from.name, "from \(from) to \(closed)")
+      }
+      let open = from == .D ? "completeUntilFirstUserAuthentication" : "none"
+      #expect(Sys2.setxattr(file, ProtectionAttribute.protection, open) == 0, "from \(from) to \(open)")
+      #expect(Sys2.protection(file) == open, "from \(from) to \(open)")
     }
     // From A and B (open existing refused while LOCKED): EPERM, class unchanged.
     for from in [TestClass.A, .B] {
@@ -165,6 +171,33 @@ struct ProtectionAttributeTests {
 
     try fixture.control("unlock")
     #expect(Sys2.setxattr(fixture.path("Documents/A"), ProtectionAttribute.protection, "none") == 0)
+    try fixture.unmount()
+  }
+
+  @Test("before first unlock: a directory's class changes (a folder for background work), a file's only to D")
+  func changeBeforeFirstUnlock() throws {
+    let fixture = try MountFixture(arguments: ["--grace", "0"])
+    #expect(fixture.deviceState == "BFU")
+    let folder = fixture.path("Documents/bg")
+    #expect(mkdir(folder, 0o755) == 0)
+    #expect(Sys2.setxattr(folder, ProtectionAttribute.protection, "none") == 0)
+    #expect(Sys2.protection(folder) == "none")
+    let file = folder + "/downloaded"
+    try Data("early".utf8).write(to: URL(fileURLWithPath: file))  // class D: allowed in BFU
+    #expect(Sys2.protection(file) == "none")
+    for closed in ["completeUntilFirstUserAuthentication", "complete", "completeWhenUserInactive"] {
+      #expect(Sys2.setxattr(file, ProtectionAttribute.protection, closed) == EPERM, "D to \(closed) in BFU")
+      #expect(Sys2.protection(file) == "none")
+    }
+    // A class-A directory while LOCKED: its class changes too.
+    try fixture.control("unlock")
+    let vault = fixture.path("Documents/vault")
+    #expect(mkdir(vault, 0o755) == 0)
+    #expect(Sys2.setxattr(vault, ProtectionAttribute.protection, "complete") == 0)
+    try fixture.control("lock")
+    try fixture.waitForState("LOCKED")
+    #expect(Sys2.setxattr(vault, ProtectionAttribute.protection, "none") == 0)
+    #expect(Sys2.protection(vault) == "none")
     try fixture.unmount()
   }
 

@@ -84,26 +84,49 @@ struct AccessRuleTests {
   }
 
   @Test(
-    "changing a class needs the current class open-able",
+    "changing a file's class needs its current and its new class open-able now",
     arguments: [
-      (ProtectionClass.complete, DeviceState.locked, false, false),
-      (.complete, .grace, false, true),
-      (.complete, .bfu, false, false),
-      (.completeUnlessOpen, .locked, false, false),
-      (.completeUnlessOpen, .unlocked, false, true),
-      (.completeUntilFirstUserAuthentication, .bfu, false, false),
-      (.completeUntilFirstUserAuthentication, .locked, true, true),
-      (.completeWhenUserInactive, .locked, false, true),
-      (.completeWhenUserInactive, .locked, true, false),
-      (.completeWhenUserInactive, .grace, true, true),
-      (ProtectionClass.none, .bfu, true, true),
-      (ProtectionClass.none, .locked, true, true),
+      (ProtectionClass.complete, ProtectionClass.none, DeviceState.locked, false, false),
+      (.complete, .none, .grace, false, true),
+      (.complete, .none, .bfu, false, false),
+      (.completeUnlessOpen, .none, .locked, false, false),
+      (.completeUnlessOpen, .none, .unlocked, false, true),
+      (.completeUntilFirstUserAuthentication, .none, .bfu, false, false),
+      (.completeUntilFirstUserAuthentication, .none, .locked, true, true),
+      (.completeWhenUserInactive, .none, .locked, false, true),
+      (.completeWhenUserInactive, .none, .locked, true, false),
+      (.completeWhenUserInactive, .none, .grace, true, true),
+      (ProtectionClass.none, .none, .bfu, true, true),
+      // To a class closed now: refused, as on a device.
+      (ProtectionClass.none, .complete, .locked, false, false),
+      (ProtectionClass.none, .completeUnlessOpen, .locked, false, false),
+      (.completeUntilFirstUserAuthentication, .complete, .locked, false, false),
+      (.completeWhenUserInactive, .complete, .locked, false, false),
+      (ProtectionClass.none, .completeUntilFirstUserAuthentication, .bfu, false, false),
+      (ProtectionClass.none, .completeWhenUserInactive, .bfu, false, false),
+      (ProtectionClass.none, .completeWhenUserInactive, .locked, true, false),
+      (ProtectionClass.none, .completeWhenUserInactive, .locked, false, true),
+      (ProtectionClass.none, .complete, .grace, false, true),
+      (ProtectionClass.none, .complete, .unlocked, false, true),
     ])
-  func canChangeClass(
-    _ current: ProtectionClass, _ state: DeviceState, _ cxExpired: Bool, _ expected: Bool
+  func canChangeFileClass(
+    _ current: ProtectionClass, _ new: ProtectionClass, _ state: DeviceState, _ cxExpired: Bool, _ expected: Bool
   ) {
     #expect(
-      AccessRule.canChangeClass(from: current, state: state, cxExpired: cxExpired) == expected)
+      AccessRule.canChangeClass(from: current, to: new, isDirectory: false, state: state, cxExpired: cxExpired)
+        == expected)
+  }
+
+  @Test(
+    "a directory's class changes in every state: it is only a default for new items",
+    arguments: DeviceState.allCases)
+  func canChangeDirectoryClass(_ state: DeviceState) {
+    for current in ProtectionClass.allCases {
+      for new in ProtectionClass.allCases {
+        #expect(
+          AccessRule.canChangeClass(from: current, to: new, isDirectory: true, state: state, cxExpired: true))
+      }
+    }
   }
 
   @Test(
