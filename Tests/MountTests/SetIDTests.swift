@@ -33,6 +33,16 @@ struct SetIDTests {
     Change(name: "truncate", script: "truncate -s 2 \"$f\""),
     Change(name: "truncate", script: "truncate -s 2 \"$f\"", asNobody: false),
     Change(name: "O_TRUNC open", script: ": > \"$f\""),
+    Change(name: "punch hole", script: "fallocate -p -o 0 -l 4096 \"$f\""),
+    Change(name: "punch hole", script: "fallocate -p -o 0 -l 4096 \"$f\"", asNobody: false),
+    Change(name: "zero range", script: "fallocate -z -o 0 -l 4 \"$f\""),
+    Change(name: "fallocate", script: "fallocate -o 0 -l 8192 \"$f\""),
+    Change(name: "fallocate keep size", script: "fallocate -n -o 0 -l 8192 \"$f\""),
+    Change(
+      name: "copy_file_range",
+      script:
+        "/usr/bin/python3 -c 'import os, sys; s = os.open(sys.argv[1], os.O_RDONLY); d = os.open(sys.argv[1], os.O_WRONLY); assert os.copy_file_range(s, d, 2, 0, 4) == 2' \"$f\""
+    ),
   ]
 
   /// The modes and groups each change starts from: set-user-ID and set-group-ID with and
