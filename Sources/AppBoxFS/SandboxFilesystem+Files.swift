@@ -18,8 +18,10 @@ import SandboxPolicy
 // backing file, when the kernel and the daemon's privileges allow it. Reads then cost no
 // round trip and need no check. The kernel requires every handle opened on the file while
 // one is open that way to be passthrough too: a writer that opens it meanwhile gets a
-// passthrough handle as well, and its writes are charged to the quota when it is
-// released or synced instead of one by one.
+// passthrough handle as well, marked direct I/O, which the kernel lets override
+// passthrough for reads and writes: its writes still come to the daemon, which clears
+// set-ID bits (under FUSE_HANDLE_KILLPRIV_V2 the kernel leaves that to the daemon, even
+// for writes it passes through itself) and charges the quota write by write.
 
 /// How the kernel does I/O on an open handle.
 enum HandleKind: UInt64 {
@@ -70,8 +72,11 @@ extension SandboxFilesystem {
       mode.cachedHandles += 1
       return (.cached, nil)
     }
+    // A writer joining passthrough: its reads and writes come to the daemon (above).
+    let joiningWriter = kind == .passthrough && flags & O_ACCMODE != O_RDONLY
     return OpenedFile(
-      handle: kind.handle(fd), keepCache: kind == .cached, directIO: kind == .direct, noFlush: true, backing: backing)
+      handle: kind.handle(fd), keepCache: kind == .cached, directIO: kind == .direct || joiningWriter, noFlush: true,
+      backing: backing)
   }
 
   /// Registers `inode`'s backing file for passthrough, read-write when the daemon can open

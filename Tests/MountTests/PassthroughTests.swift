@@ -75,7 +75,7 @@ struct PassthroughTests {
     try fixture.unmount()
   }
 
-  @Test("a writer opening a file held open by passthrough writes through it; its bytes are charged at close")
+  @Test("a writer opening a file held open by passthrough joins it: the reader sees its bytes, the books match du")
   func writerJoins() throws {
     let fixture = try MountFixture.unlocked()
     let path = fixture.path("Library/Caches/shared")

@@ -30,6 +30,12 @@ struct SetIDTests {
     Change(name: "buffered write", script: "printf x | dd of=\"$f\" conv=notrunc 2>/dev/null"),
     Change(
       name: "O_DIRECT write", script: "dd if=/dev/zero of=\"$f\" bs=4096 count=1 oflag=direct conv=notrunc 2>/dev/null"),
+    // The first open is read-only: with passthrough on, the writer joins its passthrough.
+    Change(name: "writer joining a reader", script: "exec 3<\"$f\"; printf x >> \"$f\""),
+    Change(name: "writer joining a reader", script: "exec 3<\"$f\"; printf x >> \"$f\"", asNobody: false),
+    Change(
+      name: "writer joining a reader", script: "exec 3<\"$f\"; printf x >> \"$f\"", mountArguments: ["--no-passthrough"]
+    ),
     Change(name: "truncate", script: "truncate -s 2 \"$f\""),
     Change(name: "truncate", script: "truncate -s 2 \"$f\"", asNobody: false),
     Change(name: "O_TRUNC open", script: ": > \"$f\""),
