@@ -12,6 +12,8 @@ import Testing
 @Suite("Set-ID clearing", .needsFUSE, .timeLimit(.minutes(10)))
 struct SetIDTests {
   /// One way of changing a file's data: a shell snippet run with `$f` set to the file.
+  /// A snippet that reads the FIFO `$gate` waits there until the test has looked at the
+  /// mount (``run(_:on:fixture:whileWaiting:)``).
   struct Change: Sendable, CustomTestStringConvertible {
     let name: String
     let script: String
@@ -23,6 +25,9 @@ struct SetIDTests {
     }
   }
 
+  /// Opens the file read-only, waits at the gate, then appends to it.
+  static let joining = "exec 3<\"$f\"; cat \"$gate\"; printf x >> \"$f\""
+
   /// Every path that changes a file's data.
   static let changes: [Change] = [
     Change(name: "append", script: "printf x >> \"$f\""),
@@ -30,12 +35,11 @@ struct SetIDTests {
     Change(name: "buffered write", script: "printf x | dd of=\"$f\" conv=notrunc 2>/dev/null"),
     Change(
       name: "O_DIRECT write", script: "dd if=/dev/zero of=\"$f\" bs=4096 count=1 oflag=direct conv=notrunc 2>/dev/null"),
-    // The first open is read-only: with passthrough on, the writer joins its passthrough.
-    Change(name: "writer joining a reader", script: "exec 3<\"$f\"; printf x >> \"$f\""),
-    Change(name: "writer joining a reader", script: "exec 3<\"$f\"; printf x >> \"$f\"", asNobody: false),
-    Change(
-      name: "writer joining a reader", script: "exec 3<\"$f\"; printf x >> \"$f\"", mountArguments: ["--no-passthrough"]
-    ),
+    // The first open is read-only: with passthrough on, the writer joins its passthrough
+    // (the test checks at the gate that the reader holds the file that way).
+    Change(name: "writer joining a reader", script: joining),
+    Change(name: "writer joining a reader", script: joining, asNobody: false),
+    Change(name: "writer joining a reader", script: joining, mountArguments: ["--no-passthrough"]),
     Change(name: "truncate", script: "truncate -s 2 \"$f\""),
     Change(name: "truncate", script: "truncate -s 2 \"$f\"", asNobody: false),
     Change(name: "O_TRUNC open", script: ": > \"$f\""),
@@ -71,14 +75,54 @@ struct SetIDTests {
       try check(chmod(path, mode), "chmod \(path)")
       // A writer's handle still open would keep the reader of "joining" off passthrough.
       #expect(Quota.waitForReleases(fixture))
-      let command = "f=" + shellQuote(path) + "; " + change.script
-      let result = change.asNobody ? try runAsNobody(command) : try Command.run("/bin/sh", ["-c", command])
-      #expect(result.status == 0, "\(change.script): \(result.error)")
+      try run(change, on: path, fixture: fixture) {
+        guard path.hasPrefix(fixture.mountpoint) else { return }
+        let expected: Int64 = Self.passthroughExpected(change) ? 1 : 0
+        #expect(
+          fixture.waitUntil { (try? PassthroughTests.passthroughFiles(fixture)) == expected },
+          "files open by passthrough while the reader holds the file")
+      }
       modes.append(try statxMode(path) & 0o7777)
       modes.append(try statPath(path).st_mode & 0o7777)
     }
     let backing = try statPath(fixture.backingPath("Documents/setid")).st_mode & 0o7777
     return (modes[0], modes[1], backing, modes[3])
+  }
+
+  /// Whether the mount of `change` serves read-only opens by passthrough.
+  static func passthroughExpected(_ change: Change) -> Bool {
+    PassthroughTests.expected && !change.mountArguments.contains("--no-passthrough")
+  }
+
+  /// Runs `change` on `path`, as its user; a change that waits at the gate goes on after
+  /// `whileWaiting` (the gate is a FIFO: opening it for writing, which succeeds once the
+  /// script reads it, and closing it lets the script's `cat` end).
+  func run(_ change: Change, on path: String, fixture: MountFixture, whileWaiting: () throws -> Void) throws {
+    let gate = fixture.root + "/gate"
+    if access(gate, F_OK) != 0 {
+      try check(mkfifo(gate, 0o666), "mkfifo \(gate)")
+      try check(chmod(gate, 0o666), "chmod \(gate)")
+    }
+    let command = "f=" + shellQuote(path) + "; gate=" + shellQuote(gate) + "; " + change.script
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: change.asNobody ? "/usr/bin/setpriv" : "/bin/sh")
+    process.arguments =
+      (change.asNobody ? ["--reuid=65534", "--regid=65534", "--clear-groups", "/bin/sh"] : []) + ["-c", command]
+    let errors = Pipe()
+    process.standardError = errors
+    try process.run()
+    if change.script.contains("$gate") {
+      try whileWaiting()
+      var writer: Int32 = -1
+      #expect(
+        fixture.waitUntil {
+          writer = open(gate, O_WRONLY | O_NONBLOCK | O_CLOEXEC); return writer >= 0
+        })
+      if writer >= 0 { close(writer) }
+    }
+    let message = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+    process.waitUntilExit()
+    #expect(process.terminationStatus == 0, "\(change.script): \(message)")
   }
 
   @Test("a change of a file's data clears set-ID bits as on a local filesystem, at once", arguments: changes)
@@ -95,10 +139,9 @@ struct SetIDTests {
       #expect(modes.cached == modes.plain, "the kernel learns at once: \(summary)")
       #expect(modes.backing == modes.plain, "\(summary)")
     }
-    // Asked after the first requests (the kernel's INIT comes first): passthrough was on
-    // for "joining" unless switched off.
+    // Asked after the first requests (the kernel's INIT comes first).
     let passthrough = try Quota.status(fixture.mountpoint)["passthrough"] as? Bool
-    #expect(passthrough == (PassthroughTests.expected && !change.mountArguments.contains("--no-passthrough")))
+    #expect(passthrough == Self.passthroughExpected(change))
     try fixture.unmount()
   }
 }
