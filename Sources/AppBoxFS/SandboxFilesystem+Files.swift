@@ -18,8 +18,10 @@ import SandboxPolicy
 // backing file, when the kernel and the daemon's privileges allow it. Reads then cost no
 // round trip and need no check. The kernel requires every handle opened on the file while
 // one is open that way to be passthrough too: a writer that opens it meanwhile gets a
-// passthrough handle as well, and its writes are charged to the quota when it is
-// released or synced instead of one by one.
+// passthrough handle as well, marked direct I/O, which the kernel lets override
+// passthrough for reads and writes: its writes still come to the daemon, which clears
+// set-ID bits (under FUSE_HANDLE_KILLPRIV_V2 the kernel leaves that to the daemon, even
+// for writes it passes through itself) and charges the quota write by write.
 
 /// How the kernel does I/O on an open handle.
 enum HandleKind: UInt64 {
@@ -75,8 +77,11 @@ extension SandboxFilesystem {
       mode.cachedHandles += 1
       return (direct ? .direct : .cached, nil)
     }
+    // A writer joining passthrough: its reads and writes come to the daemon (above).
+    let joiningWriter = kind == .passthrough && flags & O_ACCMODE != O_RDONLY
     return OpenedFile(
-      handle: kind.handle(fd), keepCache: kind == .cached, directIO: kind == .direct, noFlush: true, backing: backing)
+      handle: kind.handle(fd), keepCache: kind == .cached, directIO: kind == .direct || joiningWriter, noFlush: true,
+      backing: backing)
   }
 
   /// Registers `inode`'s backing file for passthrough, read-write when the daemon can open
@@ -115,10 +120,8 @@ extension SandboxFilesystem {
     let inode = inodes.inode(node)
     if inode.purged.load(ordering: .relaxed) { throw .noEntry }
     if inode.isRegularFile { try check(.openExisting, inode) }
+    if flags & O_TRUNC != 0, inode.isRegularFile { try clearSetID(for: ctx, fd: inode.fd) }
     let fd = try Sys.reopen(inode.fd, flags: backingFlags(flags))
-    if flags & O_TRUNC != 0, ctx.uid != 0, let st = try? Sys.fstat(fd) {
-      clearSetID(st, for: ctx, fd: fd)
-    }
     opened(inode)
     return opened(fd, flags: flags, inode: inode)
   }
@@ -192,6 +195,7 @@ extension SandboxFilesystem {
     let inode = inodes.inode(node)
     try check(.handleIO, inode)
     let fd = Int32(truncatingIfNeeded: handle)
+    try clearSetID(for: ctx, fd: fd)
     let count = data.count
     let (reserved, limit) = try reserveForWrite(inode, offset: offset, count: count)
     let written: Int
@@ -200,22 +204,31 @@ extension SandboxFilesystem {
       throw error
     }
     inode.written.store(true, ordering: .relaxed)
-    if let st = account(inode, fd: fd, reserved: reserved) { clearSetID(st, for: ctx, fd: fd) }
+    account(inode, fd: fd, reserved: reserved)
     touch(inode)
     return written
   }
 
-  /// Clears set-user-ID, and set-group-ID when group-executable or when the caller is not
-  /// in the file's group, as the kernel does when a caller without CAP_FSETID (here: not
-  /// uid 0) writes or truncates a file. The daemon writes as root, which the backing
-  /// filesystem exempts, and under FUSE_HANDLE_KILLPRIV_V2 the kernel leaves it to us.
-  /// `fd` is any descriptor of the file, an `O_PATH` one included.
-  func clearSetID(_ st: stat, for ctx: RequestContext, fd: Int32) {
-    guard ctx.uid != 0, st.st_mode & (S_ISUID | S_ISGID) != 0 else { return }
+  /// Before `ctx` changes a file's data (write, truncate, `O_TRUNC` open, fallocate,
+  /// copy_file_range): clears set-user-ID, and set-group-ID when group-executable or when
+  /// the caller is not in the file's group, as the kernel does for a caller without
+  /// CAP_FSETID (here: not uid 0). The daemon makes those changes as root, which the
+  /// backing filesystem exempts, and under FUSE_HANDLE_KILLPRIV_V2 the kernel leaves it to
+  /// us. Before the change, as the kernel does, so that no program runs the changed file
+  /// with the bits still set; the kernel holds the file's lock across the request, so no
+  /// chmod on the mount comes in between. The kernel does not cache such a file's
+  /// attributes (`FuseConfiguration.attributeTimeout(for:)`): the mount shows the new mode
+  /// at once. `fd` is any descriptor of the file, an `O_PATH` one included.
+  /// - Throws: the `fstat`'s or `chmod`'s error (then nothing is changed).
+  @inline(__always)
+  func clearSetID(for ctx: RequestContext, fd: Int32) throws(Errno) {
+    guard ctx.uid != 0 else { return }
+    let st = try Sys.fstat(fd)
+    guard st.st_mode & (S_ISUID | S_ISGID) != 0 else { return }
     let mode = st.st_mode & 0o7777
     var cleared = mode & ~S_ISUID
     if mode & S_ISGID != 0, mode & S_IXGRP != 0 || !ctx.isInGroup(st.st_gid) { cleared &= ~S_ISGID }
-    if cleared != mode { try? Sys.chmod(fd, cleared) }
+    if cleared != mode { try Sys.chmod(fd, cleared) }
   }
 
   /// Reserves room for `count` bytes at `offset`.
@@ -265,13 +278,15 @@ extension SandboxFilesystem {
   }
 
   /// `fallocate`, including `FALLOC_FL_PUNCH_HOLE` and `FALLOC_FL_KEEP_SIZE`; allocating
-  /// is within the quota (all or nothing: ENOSPC).
+  /// is within the quota (all or nothing: ENOSPC). Every mode clears set-ID bits, as
+  /// local filesystems do.
   public func fallocate(_ ctx: RequestContext, node: NodeID, handle: UInt64, mode: Int32, offset: off_t, length: off_t)
     throws(Errno)
   {
     let inode = inodes.inode(node)
     try check(.handleIO, inode)
     let fd = Int32(truncatingIfNeeded: handle)
+    try clearSetID(for: ctx, fd: fd)
     let allocates = mode & Linux.fallocPunchHole == 0
     let reserved = allocates ? try reserveAll(Int64(length) + 4096, domain: inode.domain) : 0
     do throws(Errno) { try Sys.fallocate(fd, mode, offset, length) } catch {
@@ -288,7 +303,8 @@ extension SandboxFilesystem {
     try Sys.lseek(Int32(truncatingIfNeeded: handle), offset, whence)
   }
 
-  /// `copy_file_range`: copied by the backing filesystem, within the quota like a write.
+  /// `copy_file_range`: copied by the backing filesystem, within the quota like a write,
+  /// and clearing the target's set-ID bits like one.
   public func copyFileRange(
     _ ctx: RequestContext, from: NodeID, handle inHandle: UInt64, offset inOffset: off_t, to: NodeID,
     handle outHandle: UInt64, offset outOffset: off_t, count: Int, flags: Int32
@@ -298,6 +314,7 @@ extension SandboxFilesystem {
     try check(.handleIO, source)
     try check(.handleIO, target)
     let outFD = Int32(truncatingIfNeeded: outHandle)
+    try clearSetID(for: ctx, fd: outFD)
     let (reserved, limit) = try reserveForWrite(target, offset: outOffset, count: count)
     let copied: Int
     do throws(Errno) {

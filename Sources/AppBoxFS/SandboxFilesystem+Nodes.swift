@@ -51,13 +51,12 @@ extension SandboxFilesystem {
       let gid = fields.contains(.gid) ? attributes.st_gid : gid_t.max
       try Sys.chown(inode.fd, uid, gid)
     }
+    if fields.contains(.size), inode.isRegularFile { try check(openFD == nil ? .openExisting : .handleIO, inode) }
+    // Before the truncate, as the kernel does (see clearSetID).
+    if fields.contains(.killSetID), !inode.isDirectory { try clearSetID(for: ctx, fd: inode.fd) }
     if fields.contains(.size) {
-      if inode.isRegularFile { try check(openFD == nil ? .openExisting : .handleIO, inode) }
       try truncate(inode, openFD: openFD, to: attributes.st_size)
       account(inode, fd: inode.fd)
-    }
-    if fields.contains(.killSetID), !inode.isDirectory, let st = try? Sys.fstat(inode.fd) {
-      clearSetID(st, for: ctx, fd: inode.fd)
     }
     if !fields.isDisjoint(with: [.atime, .mtime, .atimeNow, .mtimeNow]) {
       let omit = timespec(tv_sec: 0, tv_nsec: Linux.utimeOmit)

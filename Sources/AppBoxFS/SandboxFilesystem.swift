@@ -130,7 +130,7 @@ public final class SandboxFilesystem: FuseFilesystem {
   func entry(_ inode: Inode, _ attributes: stat) -> Entry {
     Entry(
       node: inodes.node(inode), attributes: attributes, entryTimeout: configuration.entryTimeout,
-      attributeTimeout: configuration.attributeTimeout)
+      attributeTimeout: configuration.attributeTimeout(for: attributes))
   }
 
   /// Looks `name` up in `parent` and takes one lookup on the result.

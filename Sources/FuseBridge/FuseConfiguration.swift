@@ -1,5 +1,9 @@
 import CFuse
 
+#if canImport(Glibc)
+  import Glibc
+#endif
+
 /// How the session asks the kernel to cache and batch.
 public struct FuseConfiguration: Sendable {
   /// Seconds the kernel may cache attributes (all changes go through the mount).
@@ -30,6 +34,17 @@ public struct FuseConfiguration: Sendable {
 
   /// The defaults.
   public init() {}
+
+  /// Seconds the kernel may cache `attributes`: ``attributeTimeout``, but none for a
+  /// regular file with a set-user-ID or set-group-ID bit. The daemon clears those bits
+  /// itself on a write, fallocate or copy (FUSE_HANDLE_KILLPRIV_V2), and after those the
+  /// kernel re-reads a file's size and times but not its mode; so `stat` and the
+  /// permission check of an `exec` ask the daemon again. Such files are rare.
+  @inline(__always)
+  public func attributeTimeout(for attributes: stat) -> Double {
+    let mode = attributes.st_mode
+    return mode & S_IFMT == S_IFREG && mode & (S_ISUID | S_ISGID) != 0 ? 0 : attributeTimeout
+  }
 
   func apply(to conn: UnsafeMutablePointer<fuse_conn_info>) {
     var want = conn.pointee.want

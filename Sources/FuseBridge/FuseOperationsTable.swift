@@ -121,7 +121,7 @@ nonisolated func makeOperations() -> fuse_lowlevel_ops {
   ops.getattr = { req, ino, fi in
     do throws(Errno) {
       var st = try filesystem(req).getattr(RequestContext(req!), node: NodeID(rawValue: ino), handle: fi?.pointee.fh)
-      fuse_reply_attr(req, &st, box(req).configuration.attributeTimeout)
+      fuse_reply_attr(req, &st, box(req).configuration.attributeTimeout(for: st))
     } catch { reply(req, error) }
   }
   ops.setattr = { req, ino, attr, toSet, fi in
@@ -129,7 +129,7 @@ nonisolated func makeOperations() -> fuse_lowlevel_ops {
       var st = try filesystem(req).setattr(
         RequestContext(req!), node: NodeID(rawValue: ino), attributes: attr!.pointee,
         fields: SetAttributes(rawValue: toSet), handle: fi?.pointee.fh)
-      fuse_reply_attr(req, &st, box(req).configuration.attributeTimeout)
+      fuse_reply_attr(req, &st, box(req).configuration.attributeTimeout(for: st))
     } catch { reply(req, error) }
   }
   ops.readlink = { req, ino in

@@ -5,9 +5,9 @@ import Testing
   import Glibc
 #endif
 
-/// FUSE passthrough (read-only opens served by the kernel from the backing file) and the
-/// set-ID clearing the daemon owes the kernel under FUSE_HANDLE_KILLPRIV_V2.
-@Suite("Passthrough and set-ID clearing", .needsFUSE, .timeLimit(.minutes(10)))
+/// FUSE passthrough: read-only opens served by the kernel from the backing file (set-ID
+/// clearing for writers that join them: SetIDTests).
+@Suite("Passthrough", .needsFUSE, .timeLimit(.minutes(10)))
 struct PassthroughTests {
   /// Whether this kernel and this test's privileges give passthrough: Linux ≥ 6.9 built
   /// with CONFIG_FUSE_PASSTHROUGH (when the configuration is readable), a root daemon.
@@ -75,7 +75,7 @@ struct PassthroughTests {
     try fixture.unmount()
   }
 
-  @Test("a writer opening a file held open by passthrough writes through it; its bytes are charged at close")
+  @Test("a writer opening a file held open by passthrough joins it: the reader sees its bytes, the books match du")
   func writerJoins() throws {
     let fixture = try MountFixture.unlocked()
     let path = fixture.path("Library/Caches/shared")
@@ -151,42 +151,6 @@ struct PassthroughTests {
     #expect(try Self.passthroughFiles(fixture) == 0)
     #expect(Sys2.setxattr(path, ProtectionAttribute.protection, TestClass.A.name) == 0)
     close(fd)
-    try fixture.unmount()
-  }
-
-  /// The modes a file ends with after `script` (run with `$f` set to the file) on the
-  /// mount and on a plain directory, starting from `mode` each time.
-  func modesAfter(_ script: String, asNobody: Bool, mode: mode_t, fixture: MountFixture) throws -> (
-    mount: mode_t, plain: mode_t
-  ) {
-    var modes: [mode_t] = []
-    for path in [fixture.path("Documents/setid"), fixture.root + "/plain-setid"] {
-      try writeFile(path, bytes("0123456789"))
-      try check(chmod(path, mode), "chmod \(path)")
-      let command = "f=" + shellQuote(path) + "; " + script
-      let result = asNobody ? try runAsNobody(command) : try Command.run("/bin/sh", ["-c", command])
-      #expect(result.status == 0, "\(script): \(result.error)")
-      modes.append(try statPath(path).st_mode & 0o7777)
-    }
-    return (modes[0], modes[1])
-  }
-
-  @Test(
-    "writes, truncates and O_TRUNC opens clear set-ID bits as on a local filesystem",
-    arguments: [
-      ("printf x >> \"$f\"", true), ("printf x >> \"$f\"", false), ("truncate -s 2 \"$f\"", true),
-      ("truncate -s 2 \"$f\"", false), (": > \"$f\"", true), ("printf x | dd of=\"$f\" conv=notrunc 2>/dev/null", true),
-    ])
-  func setIDClearing(_ script: String, _ asNobody: Bool) throws {
-    let fixture = try MountFixture.unlocked(["-o", "allow_other"])
-    try check(chmod(fixture.root, 0o755), "chmod fixture root")
-    for mode: mode_t in [0o6777, 0o6767, 0o4777] {
-      let (mount, plain) = try modesAfter(script, asNobody: asNobody, mode: mode, fixture: fixture)
-      #expect(
-        mount == plain,
-        "\(script) as \(asNobody ? "nobody" : "root") on mode \(String(mode, radix: 8)): mount \(String(mount, radix: 8)), local \(String(plain, radix: 8))"
-      )
-    }
     try fixture.unmount()
   }
 }

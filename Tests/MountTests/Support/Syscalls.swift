@@ -81,6 +81,18 @@ enum Libc {
     "fsetxattr", as: (@convention(c) (Int32, Path, UnsafeRawPointer?, Int, Int32) -> Int32).self)
   nonisolated(unsafe) static let fgetxattr = symbol(
     "fgetxattr", as: (@convention(c) (Int32, Path, UnsafeMutableRawPointer?, Int) -> Int).self)
+  nonisolated(unsafe) static let statx = symbol(
+    "statx", as: (@convention(c) (Int32, Path, Int32, UInt32, UnsafeMutableRawPointer?) -> Int32).self)
+}
+
+/// The mode of `path` as `statx(2)` reports it when asked for the mode alone
+/// (`STATX_MODE`, as `stat -c %a` asks): on FUSE, what the kernel has cached unless its
+/// attributes timed out or were invalidated.
+func statxMode(_ path: String) throws -> mode_t {
+  let buffer = UnsafeMutableRawPointer.allocate(byteCount: 256, alignment: 8)  // struct statx
+  defer { buffer.deallocate() }
+  try check(Libc.statx(AT_FDCWD, path, 0, 0x2 /* STATX_MODE */, buffer), "statx \(path)")
+  return mode_t(buffer.load(fromByteOffset: 28, as: UInt16.self))  // stx_mode
 }
 
 // MARK: - Files
