@@ -62,6 +62,7 @@ public final class SandboxFilesystem: FuseFilesystem {
     self.options = options
     backingPath = Array(backingDirectory.utf8)
     domainRoots = try Self.createLayout(in: rootFD)
+    try DefaultProtection.adopt(options.defaultProtection, rootFD: rootFD)
     let (ledger, catalog) = try BackingScan.run(rootFD: rootFD, capacity: options.capacity)
     storage = StorageState(ledger: ledger, catalog: catalog, waterMarks: options.waterMarks)
     protection = ProtectionState(options: options)

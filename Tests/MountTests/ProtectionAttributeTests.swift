@@ -201,6 +201,34 @@ struct ProtectionAttributeTests {
     try fixture.unmount()
   }
 
+  @Test("a file keeps the class it was created with when the sandbox is mounted again with another default")
+  func remountWithAnotherDefault() throws {
+    let sandbox = try BackingMount()
+    try sandbox.mount(["--unlocked"])
+    try Data("c".utf8).write(to: URL(fileURLWithPath: sandbox.path("Documents/a")))
+    #expect(mkdir(sandbox.path("Documents/d"), 0o755) == 0)
+    try Data("c".utf8).write(to: URL(fileURLWithPath: sandbox.path("Documents/d/b")))
+    try sandbox.unmount()
+
+    try sandbox.mount(["--unlocked", "--default-protection", "none"])
+    let classC = TestClass.C.name
+    for item in ["Documents/a", "Documents/d", "Documents/d/b"] {
+      #expect(Sys2.protection(sandbox.path(item)) == classC, "\(item) after a remount with default none")
+    }
+    try Data("d".utf8).write(to: URL(fileURLWithPath: sandbox.path("Documents/n")))
+    try Data("c".utf8).write(to: URL(fileURLWithPath: sandbox.path("Documents/d/m")))
+    #expect(Sys2.protection(sandbox.path("Documents/n")) == "none")
+    #expect(Sys2.protection(sandbox.path("Documents/d/m")) == classC, "a new file takes its directory's class")
+    let rootNames = try listXattr(sandbox.mountpoint).map { String(decoding: $0, as: UTF8.self) }
+    #expect(!rootNames.contains { $0.hasPrefix("user.appbox.default") }, "\(rootNames)")
+    try sandbox.unmount()
+
+    try sandbox.mount(["--unlocked"])
+    #expect(Sys2.protection(sandbox.path("Documents/n")) == "none", "a file made under default none keeps it")
+    #expect(Sys2.protection(sandbox.path("Documents/a")) == classC)
+    try sandbox.unmount()
+  }
+
   @Test("a class survives rename (also across domains) and remount")
   func survivesRenameAndRemount() throws {
     let sandbox = try BackingMount()

@@ -1,0 +1,92 @@
+import Posix
+import SandboxPolicy
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// The container default class a backing directory was last mounted with, kept on its
+/// root directory, so that a file keeps the class it was created with whatever the
+/// mount's default later becomes.
+///
+/// Items created with the container default store no class (one attribute write less per
+/// create): they have the default. Before a mount with another default, every file and
+/// directory without a class is given the old one, as the class it inherited.
+enum DefaultProtection {
+  /// Where the default is kept, on the backing root (hidden: the mount's root shows only
+  /// its documented attributes).
+  static let attributeName = "user.appbox.default-protection"
+
+  /// Makes `new` the default of the backing directory `rootFD`. A directory mounted
+  /// before with another default first has its items without a class stamped with that
+  /// one (a crash part-way stamps again at the next mount: the old default is recorded
+  /// only once every item has it).
+  /// - Returns: how many items were given the old default.
+  /// - Throws: ``Errno`` when the root's record cannot be read or written, or an item
+  ///   cannot be stamped (then the record is unchanged and the mount must not go on).
+  @discardableResult
+  static func adopt(_ new: ProtectionClass, rootFD: Int32) throws(Errno) -> Int {
+    var stamped = 0
+    if let old = try recorded(rootFD: rootFD), old != new {
+      stamped = try stamp(old, under: rootFD, layout: .root)
+    }
+    if try recorded(rootFD: rootFD) != new {
+      try Xattr.set(rootFD, name: attributeName, value: Array(new.name.utf8))
+    }
+    return stamped
+  }
+
+  /// The default recorded on the root, if any.
+  static func recorded(rootFD: Int32) throws(Errno) -> ProtectionClass? {
+    do throws(Errno) {
+      return ProtectionClass(parsing: try Xattr.value(rootFD, name: attributeName))
+    } catch  where error == .noData {
+      return nil
+    }
+  }
+
+  /// Gives `old` to every file and directory below `directoryFD` that has no class,
+  /// except the layout's fixed directories (their children follow the mount's default).
+  private static func stamp(_ old: ProtectionClass, under directoryFD: Int32, layout: SandboxLayout.Parent)
+    throws(Errno) -> Int
+  {
+    let value = Array(old.name.utf8)
+    let stream = try DirectoryStream(
+      fd: try Sys.reopen(directoryFD, flags: O_RDONLY | O_DIRECTORY | O_CLOEXEC | Linux.openNoAccessTime))
+    var stamped = 0
+    while let item = try stream.next() {
+      if isDotOrDotDot(item.name) { continue }
+      let fd: Int32
+      do throws(Errno) {
+        fd = try Sys.openat(stream.fd, item.name, Linux.openPath | O_NOFOLLOW | O_CLOEXEC)
+      } catch  where error == .noEntry {
+        continue
+      }
+      defer { Sys.close(fd) }
+      let type = try Sys.fstat(fd).st_mode & S_IFMT
+      guard type == S_IFREG || type == S_IFDIR else { continue }
+      let fixed = type == S_IFDIR ? SandboxLayout.fixedDirectory(named: CName(item.name), in: layout) : nil
+      if fixed == nil, try !hasClass(fd) {
+        try Xattr.set(fd, name: AppBoxAttribute.inheritedProtectionName, value: value)
+        stamped += 1
+      }
+      if type == S_IFDIR {
+        stamped += try stamp(old, under: fd, layout: fixed == .library ? .library : .other)
+      }
+    }
+    return stamped
+  }
+
+  /// Whether the item carries a class of its own or an inherited one.
+  private static func hasClass(_ fd: Int32) throws(Errno) -> Bool {
+    for name in [AppBoxAttribute.protection.name, AppBoxAttribute.inheritedProtectionName] {
+      do throws(Errno) {
+        _ = try Xattr.value(fd, name: name)
+        return true
+      } catch  where error == .noData {
+        continue
+      }
+    }
+    return false
+  }
+}
