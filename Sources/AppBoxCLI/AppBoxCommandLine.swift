@@ -29,6 +29,10 @@ public enum AppBoxCommandLine {
 
     run appbox mount --help for the mount options
 
+    mount -t fuse.appbox BACKING MOUNTPOINT -o OPTIONS (and /etc/fstab) call
+      appbox BACKING MOUNTPOINT -o OPTIONS: each mount option as -o name=value
+      (capacity=2G, grace=10s, default-protection=none, unlocked, …) beside FUSE options
+
     options: --help, --version
 
     exit codes: 0 ok, 1 failed, 64 usage, 65 bad value, 66 missing or unusable path,
@@ -50,6 +54,12 @@ public enum AppBoxCommandLine {
     }
   }
 
+  /// Whether `path` is an existing directory.
+  private static func isDirectory(_ path: String) -> Bool {
+    var isDirectory: ObjCBool = false
+    return FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) && isDirectory.boolValue
+  }
+
   static func run(_ arguments: [String]) throws(CLIError) -> ExitCode {
     guard let command = arguments.first else { throw CLIError(.usage, help) }
     let rest = Array(arguments.dropFirst())
@@ -68,6 +78,9 @@ public enum AppBoxCommandLine {
       print("appbox \(version)")
       return .success
     default:
+      if FstabArguments.matches(arguments, isDirectory: isDirectory) {
+        return try MountCommand.run(try FstabArguments.mountArguments(arguments))
+      }
       throw CLIError(.usage, "unknown command \(command); run appbox --help")
     }
   }

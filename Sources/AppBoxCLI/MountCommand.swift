@@ -19,7 +19,7 @@ enum MountCommand {
     if request.foreground || request.readyFD != nil {
       return try Daemon(request: request, files: files).run()
     }
-    return try startInBackground(request, files: files)
+    return try startInBackground(request, arguments: arguments, files: files)
   }
 
   /// Resolves the mountpoint and refuses a missing one, a non-directory, or a busy one.
@@ -93,11 +93,13 @@ enum MountCommand {
   }
 
   /// Starts the daemon and waits until it reports the mount ready (or why it failed).
-  static func startInBackground(_ request: MountRequest, files: MountFiles) throws(CLIError) -> ExitCode {
+  /// Starts the daemon: this binary again, as `mount ARGUMENTS --ready-fd 3`.
+  static func startInBackground(_ request: MountRequest, arguments: [String], files: MountFiles) throws(CLIError)
+    -> ExitCode
+  {
     let pipe: ReadinessPipe
     do throws(Errno) { pipe = try ReadinessPipe() } catch { throw CLIError(.osError, "cannot create a pipe: \(error)") }
-    var arguments = [Spawn.currentExecutable] + CommandLine.arguments.dropFirst()
-    arguments += ["--ready-fd", "3"]
+    let arguments = [Spawn.currentExecutable, "mount"] + arguments + ["--ready-fd", "3"]
     let pid: pid_t
     do {
       pid = try Spawn.start(arguments[0], arguments, detach: true, passing: pipe.writeFD)
