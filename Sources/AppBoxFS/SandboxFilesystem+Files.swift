@@ -121,7 +121,7 @@ extension SandboxFilesystem {
     if inode.purged.load(ordering: .relaxed) { throw .noEntry }
     if inode.isRegularFile { try check(.openExisting, inode) }
     if flags & O_TRUNC != 0, inode.isRegularFile { try clearSetID(for: ctx, fd: inode.fd) }
-    let fd = try Sys.reopen(inode.fd, flags: backingFlags(flags))
+    let fd = try withDescriptors { () throws(Errno) -> Int32 in try Sys.reopen(inode.fd, flags: backingFlags(flags)) }
     opened(inode)
     return opened(fd, flags: flags, inode: inode)
   }
@@ -149,8 +149,10 @@ extension SandboxFilesystem {
         throw Errno.exists  // refused if new: see first whether it exists (below)
       }
       try check(.createNew, inherited, path: mountPath(of: name, in: directory))
-      let fd = try ctx.asCreator(mode: mode) { (mode) throws(Errno) -> Int32 in
-        try Sys.openat(directory.fd, name, backingFlags(flags) | O_CREAT | O_EXCL | O_NOFOLLOW, mode)
+      let fd = try withDescriptors { () throws(Errno) -> Int32 in
+        try ctx.asCreator(mode: mode) { (mode) throws(Errno) -> Int32 in
+          try Sys.openat(directory.fd, name, backingFlags(flags) | O_CREAT | O_EXCL | O_NOFOLLOW, mode)
+        }
       }
       let entry: Entry
       do throws(Errno) {
