@@ -104,24 +104,22 @@ extension SandboxFilesystem {
     }
   }
 
-  /// `open`: refused (EPERM) when the file's class is closed in the current state.
+  /// `open`: refused (EPERM) when the file's class is closed in the current state. The
+  /// file is pinned against purges before this returns (ESTALE if it was purged since
+  /// the kernel looked it up: the kernel looks the name up again and retries).
   public func open(_ ctx: RequestContext, node: NodeID, flags: Int32) throws(Errno) -> OpenedFile {
     let inode = inodes.inode(node)
-    if inode.purged.load(ordering: .relaxed) { throw .noEntry }
     if inode.isRegularFile { try check(.openExisting, inode) }
-    let fd = try Sys.reopen(inode.fd, flags: backingFlags(flags))
+    try pin(inode)
+    let fd: Int32
+    do throws(Errno) { fd = try Sys.reopen(inode.fd, flags: backingFlags(flags)) } catch {
+      unpin(inode)
+      throw error
+    }
     if flags & O_TRUNC != 0, ctx.uid != 0, let st = try? Sys.fstat(fd) {
       clearSetID(st, for: ctx, fd: fd)
     }
-    opened(inode)
     return opened(fd, flags: flags, inode: inode)
-  }
-
-  /// Counts a new handle (an open file is never purged).
-  func opened(_ inode: Inode) {
-    inode.openHandles.add(1, ordering: .relaxed)
-    if inode.domain.isPurgeable { storage.books.withLock { _ = $0.catalog.open(ino: inode.key.inode) } }
-    touch(inode)
   }
 
   /// `create`: +1 lookup. The kernel sends it for `O_CREAT` opens of names it has not
@@ -134,36 +132,42 @@ extension SandboxFilesystem {
     let directory = inodes.inode(parent)
     let exclusive = flags & O_EXCL != 0
     let inherited = protectionClass(of: directory)
-    do throws(Errno) {
-      try checkCanCreate(in: directory)
-      if !exclusive, !AccessRule.decide(inherited, .createNew, in: protection.snapshot) {
-        throw Errno.exists  // refused if new: see first whether it exists (below)
-      }
-      try check(.createNew, inherited, path: mountPath(of: name, in: directory))
-      let fd = try ctx.asCaller { () throws(Errno) -> Int32 in
-        try Sys.openat(directory.fd, name, backingFlags(flags) | O_CREAT | O_EXCL | O_NOFOLLOW, mode)
-      }
-      let entry: Entry
+    // A name that a purge removes between the attempts below is created afresh.
+    var attempts = 0
+    while true {
+      attempts += 1
       do throws(Errno) {
-        entry = try created(name, in: directory, protection: inherited, reserved: 0, openFD: fd)
-      } catch {
-        Sys.close(fd)
-        throw error
-      }
-      let inode = inodes.inode(entry.node)
-      opened(inode)
-      return (entry, opened(fd, flags: flags, inode: inode))
-    } catch  where !exclusive && (error == .exists || error == .notPermitted) {
-      // The name exists (or creating it would be refused): open it if it does.
-      guard let entry = try? lookupEntry(in: directory, name: name) else {
-        if error == .exists { try check(.createNew, inherited, path: mountPath(of: name, in: directory)) }
-        throw error
-      }
-      do throws(Errno) {
-        return (entry, try open(ctx, node: entry.node, flags: flags & ~O_CREAT))
-      } catch {
-        forget(entry.node, count: 1)
-        throw error
+        try checkCanCreate(in: directory)
+        if !exclusive, !AccessRule.decide(inherited, .createNew, in: protection.snapshot) {
+          throw Errno.exists  // refused if new: see first whether it exists (below)
+        }
+        try check(.createNew, inherited, path: mountPath(of: name, in: directory))
+        let fd = try ctx.asCaller { () throws(Errno) -> Int32 in
+          try Sys.openat(directory.fd, name, backingFlags(flags) | O_CREAT | O_EXCL | O_NOFOLLOW, mode)
+        }
+        let entry: Entry
+        do throws(Errno) {
+          entry = try created(name, in: directory, protection: inherited, reserved: 0, openFD: fd)
+        } catch {
+          Sys.close(fd)
+          throw error
+        }
+        return (entry, opened(fd, flags: flags, inode: inodes.inode(entry.node)))
+      } catch  where !exclusive && (error == .exists || error == .notPermitted) {
+        // The name exists (or creating it would be refused): open it if it does.
+        let entry: Entry
+        do throws(Errno) { entry = try lookupEntry(in: directory, name: name) } catch let missing {
+          if missing == .noEntry, error == .exists, attempts < 16 { continue }  // gone meanwhile
+          if error == .exists { try check(.createNew, inherited, path: mountPath(of: name, in: directory)) }
+          throw error
+        }
+        do throws(Errno) {
+          return (entry, try open(ctx, node: entry.node, flags: flags & ~O_CREAT))
+        } catch {
+          forget(entry.node, count: 1)
+          if error == .stale, attempts < 16 { continue }  // purged meanwhile
+          throw error
+        }
       }
     }
   }
@@ -245,11 +249,10 @@ extension SandboxFilesystem {
     // What the backing filesystem allocated at writeback: measured while written data may
     // be pending (the last handle's release clears the mark), and after passthrough
     // handles, whose writes bypass the daemon. A file nobody wrote is not measured again.
-    let remaining = inode.openHandles.subtract(1, ordering: .relaxed).newValue
-    let written =
-      remaining == 0 ? inode.written.exchange(false, ordering: .relaxed) : inode.written.load(ordering: .relaxed)
+    let last = inode.openHandles.load(ordering: .relaxed) <= 1
+    let written = last ? inode.written.exchange(false, ordering: .relaxed) : inode.written.load(ordering: .relaxed)
     if written || HandleKind(handle: handle) == .passthrough { account(inode, fd: inode.fd) }
-    if inode.domain.isPurgeable { storage.books.withLock { _ = $0.catalog.close(ino: inode.key.inode) } }
+    unpin(inode)
   }
 
   /// `fsync`.

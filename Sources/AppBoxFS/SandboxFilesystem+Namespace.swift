@@ -54,6 +54,8 @@ extension SandboxFilesystem {
   }
 
   /// Looks up what was just created, gives it its class, and puts it on the books.
+  /// `openFD`: the new file's open descriptor (`create`), whose handle is counted before
+  /// the file goes on the catalog, so no purge can take it before the create returns.
   func created(
     _ name: UnsafePointer<CChar>, in directory: Inode, protection: ProtectionClass?, reserved: Int64,
     openFD: Int32? = nil
@@ -64,6 +66,7 @@ extension SandboxFilesystem {
       throw error
     }
     let inode = inodes.inode(entry.node)
+    if openFD != nil { inode.openHandles.add(1, ordering: .relaxed) }
     let storedAttribute = protection.map { assignProtection($0, to: inode, openFD: openFD) } ?? false
     inode.allocated.withLock { $0 = 0 }
     // The lookup's measurement holds unless an attribute was written since (it may take a block).
