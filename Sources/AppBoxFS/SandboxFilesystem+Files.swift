@@ -70,8 +70,13 @@ extension SandboxFilesystem {
       mode.cachedHandles += 1
       return (.cached, nil)
     }
+    // A writer joining passthrough readers must be passthrough too, but with
+    // FOPEN_DIRECT_IO, which the kernel puts first: its reads and writes come to the
+    // daemon and its quota (its shared mmaps alone go to the backing file).
+    let writerJoining = kind == .passthrough && flags & O_ACCMODE != O_RDONLY
     return OpenedFile(
-      handle: kind.handle(fd), keepCache: kind == .cached, directIO: kind == .direct, noFlush: true, backing: backing)
+      handle: kind.handle(fd), keepCache: kind == .cached, directIO: kind == .direct || writerJoining, noFlush: true,
+      backing: backing)
   }
 
   /// Registers `inode`'s backing file for passthrough, read-write when the daemon can open
@@ -142,19 +147,26 @@ extension SandboxFilesystem {
           throw Errno.exists  // refused if new: see first whether it exists (below)
         }
         try check(.createNew, inherited, path: mountPath(of: name, in: directory))
-        let fd = try ctx.asCaller { () throws(Errno) -> Int32 in
-          try Sys.openat(directory.fd, name, backingFlags(flags) | O_CREAT | O_EXCL | O_NOFOLLOW, mode)
+        let room = try reserveRoom(in: directory)
+        let fd: Int32
+        do throws(Errno) {
+          fd = try ctx.asCaller { () throws(Errno) -> Int32 in
+            try Sys.openat(directory.fd, name, backingFlags(flags) | O_CREAT | O_EXCL | O_NOFOLLOW, mode)
+          }
+        } catch {
+          unreserve(room, domain: directory.domain)
+          throw error
         }
         let entry: Entry
         do throws(Errno) {
-          entry = try created(name, in: directory, protection: inherited, reserved: 0, openFD: fd)
+          entry = try created(name, in: directory, protection: inherited, reserved: 0, room: room, openFD: fd)
         } catch {
           Sys.close(fd)
           throw error
         }
         return (entry, opened(fd, flags: flags, inode: inodes.inode(entry.node)))
-      } catch  where !exclusive && (error == .exists || error == .notPermitted) {
-        // The name exists (or creating it would be refused): open it if it does.
+      } catch  where !exclusive && (error == .exists || error == .notPermitted || error == .noSpace) {
+        // The name exists (or creating it would be refused, or not fit): open it if it does.
         let entry: Entry
         do throws(Errno) { entry = try lookupEntry(in: directory, name: name) } catch let missing {
           if missing == .noEntry, error == .exists, attempts < 16 { continue }  // gone meanwhile
@@ -194,7 +206,7 @@ extension SandboxFilesystem {
     let (reserved, limit) = try reserveForWrite(inode, offset: offset, count: count)
     let written: Int
     do throws(Errno) { written = try data.write(to: fd, at: offset, limit: limit) } catch {
-      unreserve(reserved, domain: inode.domain)
+      account(inode, fd: fd, reserved: reserved)  // a failed write may still have allocated
       throw error
     }
     inode.written.store(true, ordering: .relaxed)
@@ -225,7 +237,7 @@ extension SandboxFilesystem {
     let granted = reserve(need, domain: inode.domain)
     if granted >= need { return (granted, nil) }
     // Keep one block of the grant for the filesystem's metadata; write what fits in the rest.
-    let fits = Int(max(0, granted - 4096) / 4096 * 4096)
+    let fits = Int(AllocationBlocks.roundDown(granted - AllocationBlocks.size))
     guard fits > 0 else {
       unreserve(granted, domain: inode.domain)
       storage.countNoSpace()
@@ -270,9 +282,9 @@ extension SandboxFilesystem {
     try check(.handleIO, inode)
     let fd = Int32(truncatingIfNeeded: handle)
     let allocates = mode & Linux.fallocPunchHole == 0
-    let reserved = allocates ? try reserveAll(Int64(length) + 4096, domain: inode.domain) : 0
+    let reserved = allocates ? try reserveAll(AllocationBlocks.withMetadata(Int64(length)), domain: inode.domain) : 0
     do throws(Errno) { try Sys.fallocate(fd, mode, offset, length) } catch {
-      unreserve(reserved, domain: inode.domain)
+      account(inode, fd: fd, reserved: reserved)  // a full backing fails after allocating part
       throw error
     }
     account(inode, fd: fd, reserved: reserved)
@@ -301,7 +313,7 @@ extension SandboxFilesystem {
       copied = try Sys.copyFileRange(
         Int32(truncatingIfNeeded: inHandle), inOffset, outFD, outOffset, limit ?? count, UInt32(bitPattern: flags))
     } catch {
-      unreserve(reserved, domain: target.domain)
+      account(target, fd: outFD, reserved: reserved)  // a failed copy may still have allocated
       throw error
     }
     target.written.store(true, ordering: .relaxed)

@@ -23,8 +23,14 @@ extension SandboxFilesystem {
     let isRegular = mode & S_IFMT == S_IFREG
     let inherited = protectionClass(of: directory)
     if isRegular { try check(.createNew, inherited, path: mountPath(of: name, in: directory)) }
-    try ctx.asCaller { () throws(Errno) in try Sys.mknodat(directory.fd, name, mode, device) }
-    return try created(name, in: directory, protection: isRegular ? inherited : nil, reserved: 0)
+    let room = try reserveRoom(in: directory)
+    do throws(Errno) {
+      try ctx.asCaller { () throws(Errno) in try Sys.mknodat(directory.fd, name, mode, device) }
+    } catch {
+      unreserve(room, domain: directory.domain)
+      throw error
+    }
+    return try created(name, in: directory, protection: isRegular ? inherited : nil, reserved: 0, room: room)
   }
 
   /// `mkdir`: +1 lookup. The new directory takes its parent's class.
@@ -33,14 +39,16 @@ extension SandboxFilesystem {
   {
     let directory = inodes.inode(parent)
     try checkCanCreate(in: directory)
-    let reserved = try reserveAll(4096, domain: directory.domain)
+    let reserved = try reserveAll(2 * AllocationBlocks.size, domain: directory.domain)  // its block, and room
     do throws(Errno) {
       try ctx.asCaller { () throws(Errno) in try Sys.mkdirat(directory.fd, name, mode) }
     } catch {
       unreserve(reserved, domain: directory.domain)
       throw error
     }
-    return try created(name, in: directory, protection: protectionClass(of: directory), reserved: reserved)
+    return try created(
+      name, in: directory, protection: protectionClass(of: directory), reserved: AllocationBlocks.size,
+      room: AllocationBlocks.size)
   }
 
   /// `symlink`: +1 lookup. The target is stored as given; the daemon never follows it.
@@ -49,20 +57,27 @@ extension SandboxFilesystem {
   {
     let directory = inodes.inode(parent)
     try checkCanCreate(in: directory)
-    try ctx.asCaller { () throws(Errno) in try Sys.symlinkat(target, directory.fd, name) }
-    return try created(name, in: directory, protection: nil, reserved: 0)
+    let room = try reserveRoom(in: directory)
+    do throws(Errno) {
+      try ctx.asCaller { () throws(Errno) in try Sys.symlinkat(target, directory.fd, name) }
+    } catch {
+      unreserve(room, domain: directory.domain)
+      throw error
+    }
+    return try created(name, in: directory, protection: nil, reserved: 0, room: room)
   }
 
   /// Looks up what was just created, gives it its class, and puts it on the books.
   /// `openFD`: the new file's open descriptor (`create`), whose handle is counted before
   /// the file goes on the catalog, so no purge can take it before the create returns.
+  /// `reserved`: for the new item; `room`: for the directory's growth (``reserveRoom(in:)``).
   func created(
     _ name: UnsafePointer<CChar>, in directory: Inode, protection: ProtectionClass?, reserved: Int64,
-    openFD: Int32? = nil
+    room: Int64, openFD: Int32? = nil
   ) throws(Errno) -> Entry {
     let entry: Entry
     do throws(Errno) { entry = try lookupEntry(in: directory, name: name) } catch {
-      unreserve(reserved, domain: directory.domain)
+      unreserve(reserved + room, domain: directory.domain)
       throw error
     }
     let inode = inodes.inode(entry.node)
@@ -71,9 +86,15 @@ extension SandboxFilesystem {
     inode.allocated.withLock { $0 = 0 }
     // The lookup's measurement holds unless an attribute was written since (it may take a block).
     account(inode, fd: openFD ?? inode.fd, reserved: reserved, known: storedAttribute ? nil : entry.attributes)
-    account(directory, fd: directory.fd)
+    account(directory, fd: directory.fd, reserved: room)
     track(inode, name: CName(name).bytes, in: directory)
     return entry
+  }
+
+  /// Reserves a block for the growth of `directory` by one more name (ENOSPC when even
+  /// that does not fit, after purging), settled when the directory is measured.
+  func reserveRoom(in directory: Inode) throws(Errno) -> Int64 {
+    try reserveAll(AllocationBlocks.size, domain: directory.domain)
   }
 
   /// Reserves exactly `bytes` or fails with ENOSPC (after purging what it could).

@@ -18,8 +18,7 @@ extension SandboxFilesystem {
     let allocated = inode.allocated.withLock { $0 }
     let end = Int64(offset) + Int64(count)
     guard end > allocated else { return 0 }
-    let growth = min(Int64(count), end - allocated)
-    return (growth + 4095) / 4096 * 4096 + 4096
+    return AllocationBlocks.withMetadata(min(Int64(count), end - allocated))
   }
 
   /// Takes `need` bytes from the quota for `domain`, purging tmp and Caches if they are
@@ -34,6 +33,19 @@ extension SandboxFilesystem {
       carryOut(plan, onRequestThread: true)
     }
     return storage.reserveFree(need, domain: domain)
+  }
+
+  /// Runs a change of `inode`'s extended attributes within the quota: reserves what a
+  /// value of `valueBytes` may take (ENOSPC when it does not fit, after purging), then
+  /// measures the file's allocation, which counts the attribute blocks as `du` does.
+  func changingAttributes(_ inode: Inode, valueBytes: Int, _ body: () throws(Errno) -> Void) throws(Errno) {
+    let reserved =
+      valueBytes > 0 ? try reserveAll(AllocationBlocks.roundUp(Int64(valueBytes)), domain: inode.domain) : 0
+    do throws(Errno) { try body() } catch {
+      account(inode, fd: inode.fd, reserved: reserved)  // a failed change may still have allocated
+      throw error
+    }
+    account(inode, fd: inode.fd, reserved: reserved)
   }
 
   /// Gives back a reservation that was not used.
