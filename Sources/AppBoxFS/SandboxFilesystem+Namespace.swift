@@ -81,8 +81,24 @@ extension SandboxFilesystem {
       throw error
     }
     let inode = inodes.inode(entry.node)
+    let storedAttribute: Bool
+    do throws(Errno) {
+      storedAttribute =
+        try protection.map { (c) throws(Errno) in try assignProtection(c, to: inode, openFD: openFD) }
+        ?? false
+    } catch {
+      // Without its class the item would fall back to the default one: undo the create.
+      do throws(Errno) { try Sys.unlinkat(directory.fd, name, inode.isDirectory ? AT_REMOVEDIR : 0) } catch let kept {
+        log(
+          "create: cannot store the class of \(String(decoding: CName(name).bytes, as: UTF8.self)) (\(error)) nor remove it (\(kept))"
+        )
+      }
+      forget(entry.node, count: 1)
+      unreserve(reserved + room, domain: directory.domain)
+      account(directory, fd: directory.fd)
+      throw error
+    }
     if openFD != nil { inode.openHandles.add(1, ordering: .relaxed) }
-    let storedAttribute = protection.map { assignProtection($0, to: inode, openFD: openFD) } ?? false
     inode.allocated.withLock { $0 = 0 }
     // The lookup's measurement holds unless an attribute was written since (it may take a block).
     account(inode, fd: openFD ?? inode.fd, reserved: reserved, known: storedAttribute ? nil : entry.attributes)

@@ -42,10 +42,12 @@ public struct RequestContext {
 
   /// Runs `body` with this thread's filesystem credentials switched to the caller's (uid,
   /// gid, supplementary groups), so that what it creates belongs to the caller.
-  public func asCaller<R, E: Error>(_ body: () throws(E) -> R) throws(E) -> R {
+  /// - Throws: EIO, without running `body`, when the switch fails (the daemon lacks
+  ///   CAP_SETUID or CAP_SETGID): never does it act with its own identity for a caller.
+  public func asCaller<R>(_ body: () throws(Errno) -> R) throws(Errno) -> R {
     guard ThreadCredentials.canSwitch, uid != 0 || gid != 0 else { return try body() }
     let groups = supplementaryGroups()
-    return try groups.withUnsafeBufferPointer { (all) throws(E) -> R in
+    return try groups.withUnsafeBufferPointer { (all) throws(Errno) -> R in
       try ThreadCredentials.with(uid: uid, gid: gid, groups: all, body)
     }
   }
