@@ -144,7 +144,11 @@ struct QuotaHardeningTests {
       let fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0o644)
       guard fd >= 0 else { break }
       close(fd)
-      if setXattr(path, "user.pad", pattern(3000, seed: UInt64(pad))) != 0 { break }
+      if setXattr(path, "user.pad", pattern(3000, seed: UInt64(pad))) != 0,
+        setXattr(path, "user.pad", Array("pad\(pad)".utf8)) != 0
+      {
+        break
+      }
     }
     var index = 0
     var outcomes: [String] = []
