@@ -18,8 +18,8 @@ import SandboxPolicy
 // backing file, when the kernel and the daemon's privileges allow it. Reads then cost no
 // round trip and need no check. The kernel requires every handle opened on the file while
 // one is open that way to be passthrough too: a writer that opens it meanwhile gets a
-// passthrough handle as well, and its writes are charged to the quota when it is
-// released or synced instead of one by one.
+// passthrough handle marked FOPEN_DIRECT_IO, which the kernel honours first, so its
+// reads and writes still come to the daemon and its checks.
 
 /// How the kernel does I/O on an open handle.
 enum HandleKind: UInt64 {
