@@ -148,18 +148,14 @@ extension SandboxFilesystem {
         }
         try check(.createNew, inherited, path: mountPath(of: name, in: directory))
         let room = try reserveRoom(in: directory)
-        let fd: Int32
-        do throws(Errno) {
-          fd = try ctx.asCaller { () throws(Errno) -> Int32 in
-            try Sys.openat(directory.fd, name, backingFlags(flags) | O_CREAT | O_EXCL | O_NOFOLLOW, mode)
-          }
-        } catch {
-          unreserve(room, domain: directory.domain)
-          throw error
+        let fd = try ctx.asCaller { () throws(Errno) -> Int32 in
+          try Sys.openat(directory.fd, name, backingFlags(flags) | O_CREAT | O_EXCL | O_NOFOLLOW, mode)
         }
         let entry: Entry
         do throws(Errno) {
-          entry = try created(name, in: directory, protection: inherited, reserved: 0, room: room, openFD: fd)
+          entry = try created(
+            name, in: directory, protection: inherited, reserved: reserve(0, domain: directory.domain), room: room,
+            openFD: fd)
         } catch {
           Sys.close(fd)
           throw error
@@ -203,14 +199,15 @@ extension SandboxFilesystem {
     try check(.handleIO, inode)
     let fd = Int32(truncatingIfNeeded: handle)
     let count = data.count
-    let (reserved, limit) = try reserveForWrite(inode, offset: offset, count: count)
+    var limit: Int?
+    let reservation = try reserveForWrite(inode, offset: offset, count: count, limit: &limit)
     let written: Int
     do throws(Errno) { written = try data.write(to: fd, at: offset, limit: limit) } catch {
-      account(inode, fd: fd, reserved: reserved)  // a failed write may still have allocated
+      settle(reservation, inode, fd: fd)  // a failed write may still have allocated
       throw error
     }
     inode.written.store(true, ordering: .relaxed)
-    if let st = account(inode, fd: fd, reserved: reserved) { clearSetID(st, for: ctx, fd: fd) }
+    if let st = settle(reservation, inode, fd: fd) { clearSetID(st, for: ctx, fd: fd) }
     touch(inode)
     return written
   }
@@ -228,22 +225,22 @@ extension SandboxFilesystem {
     if cleared != mode { try? Sys.chmod(fd, cleared) }
   }
 
-  /// Reserves room for `count` bytes at `offset`.
-  /// - Returns: the reservation, and a shorter length when only part fits.
+  /// Reserves room for `count` bytes at `offset`; `limit` becomes a shorter length when
+  /// only part fits.
   /// - Throws: ENOSPC when nothing fits.
-  func reserveForWrite(_ inode: Inode, offset: off_t, count: Int) throws(Errno) -> (Int64, Int?) {
+  func reserveForWrite(_ inode: Inode, offset: off_t, count: Int, limit: inout Int?) throws(Errno) -> Reservation {
     let need = growthEstimate(inode, offset: offset, count: count)
-    guard need > 0 else { return (0, nil) }
-    let granted = reserve(need, domain: inode.domain)
-    if granted >= need { return (granted, nil) }
+    let reservation = reserve(need, domain: inode.domain)
+    if reservation.bytes >= need { return reservation }
     // Keep one block of the grant for the filesystem's metadata; write what fits in the rest.
-    let fits = Int(AllocationBlocks.roundDown(granted - AllocationBlocks.size))
+    let fits = Int(AllocationBlocks.roundDown(reservation.bytes - AllocationBlocks.size))
     guard fits > 0 else {
-      unreserve(granted, domain: inode.domain)
+      reservation.cancel()
       storage.countNoSpace()
       throw .noSpace
     }
-    return (granted, min(fits, count))
+    limit = min(fits, count)
+    return reservation
   }
 
   /// `flush`: a close of one descriptor. Closing a duplicate makes the backing filesystem
@@ -282,12 +279,13 @@ extension SandboxFilesystem {
     try check(.handleIO, inode)
     let fd = Int32(truncatingIfNeeded: handle)
     let allocates = mode & Linux.fallocPunchHole == 0
-    let reserved = allocates ? try reserveAll(AllocationBlocks.withMetadata(Int64(length)), domain: inode.domain) : 0
+    let reservation = try reserveAll(
+      allocates ? AllocationBlocks.withMetadata(Int64(length)) : 0, domain: inode.domain)
     do throws(Errno) { try Sys.fallocate(fd, mode, offset, length) } catch {
-      account(inode, fd: fd, reserved: reserved)  // a full backing fails after allocating part
+      settle(reservation, inode, fd: fd)  // a full backing fails after allocating part
       throw error
     }
-    account(inode, fd: fd, reserved: reserved)
+    settle(reservation, inode, fd: fd)
   }
 
   /// `lseek` for `SEEK_DATA` and `SEEK_HOLE` (the kernel answers the others itself).
@@ -307,17 +305,18 @@ extension SandboxFilesystem {
     try check(.handleIO, source)
     try check(.handleIO, target)
     let outFD = Int32(truncatingIfNeeded: outHandle)
-    let (reserved, limit) = try reserveForWrite(target, offset: outOffset, count: count)
+    var limit: Int?
+    let reservation = try reserveForWrite(target, offset: outOffset, count: count, limit: &limit)
     let copied: Int
     do throws(Errno) {
       copied = try Sys.copyFileRange(
         Int32(truncatingIfNeeded: inHandle), inOffset, outFD, outOffset, limit ?? count, UInt32(bitPattern: flags))
     } catch {
-      account(target, fd: outFD, reserved: reserved)  // a failed copy may still have allocated
+      settle(reservation, target, fd: outFD)  // a failed copy may still have allocated
       throw error
     }
     target.written.store(true, ordering: .relaxed)
-    account(target, fd: outFD, reserved: reserved)
+    settle(reservation, target, fd: outFD)
     touch(source)
     touch(target)
     return copied

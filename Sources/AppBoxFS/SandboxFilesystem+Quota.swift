@@ -24,41 +24,62 @@ extension SandboxFilesystem {
   /// Takes `need` bytes from the quota for `domain`, purging tmp and Caches if they are
   /// not free.
   /// - Returns: the bytes granted, ≤ need.
-  func reserve(_ need: Int64, domain: StorageDomain) -> Int64 {
-    guard need > 0 else { return 0 }
+  func reserve(_ need: Int64, domain: StorageDomain) -> Reservation {
+    guard need > 0 else { return Reservation(bytes: 0, domain: domain, storage: storage) }
     let (granted, plan) = storage.reserveOrPlan(need, domain: domain)
-    if let granted { return granted }
+    if let granted { return Reservation(bytes: granted, domain: domain, storage: storage) }
     if let plan {
       RequestReading.handOff()  // unlinking the victims may take a while
       carryOut(plan, onRequestThread: true)
     }
-    return storage.reserveFree(need, domain: domain)
+    return Reservation(bytes: storage.reserveFree(need, domain: domain), domain: domain, storage: storage)
+  }
+
+  /// Reserves exactly `bytes` or fails with ENOSPC (after purging what it could).
+  func reserveAll(_ bytes: Int64, domain: StorageDomain) throws(Errno) -> Reservation {
+    let reservation = reserve(bytes, domain: domain)
+    guard reservation.bytes < bytes else { return reservation }
+    reservation.cancel()
+    storage.countNoSpace()
+    throw .noSpace
   }
 
   /// Runs a change of `inode`'s extended attributes within the quota: reserves what a
   /// value of `valueBytes` may take (ENOSPC when it does not fit, after purging), then
   /// measures the file's allocation, which counts the attribute blocks as `du` does.
   func changingAttributes(_ inode: Inode, valueBytes: Int, _ body: () throws(Errno) -> Void) throws(Errno) {
-    let reserved =
-      valueBytes > 0 ? try reserveAll(AllocationBlocks.roundUp(Int64(valueBytes)), domain: inode.domain) : 0
+    let reservation = try reserveAll(AllocationBlocks.roundUp(Int64(valueBytes)), domain: inode.domain)
     do throws(Errno) { try body() } catch {
-      account(inode, fd: inode.fd, reserved: reserved)  // a failed change may still have allocated
+      settle(reservation, inode, fd: inode.fd)  // a failed change may still have allocated
       throw error
     }
-    account(inode, fd: inode.fd, reserved: reserved)
+    settle(reservation, inode, fd: inode.fd)
   }
 
-  /// Gives back a reservation that was not used.
-  func unreserve(_ bytes: Int64, domain: StorageDomain) {
-    if bytes != 0 { storage.charge(-bytes, domain: domain) }
+  /// Measures `inode`'s allocation after the change `reservation` was taken for, and
+  /// settles the quota (see ``account(_:fd:known:)``).
+  @discardableResult
+  func settle(_ reservation: consuming Reservation, _ inode: Inode, fd: Int32, known: stat? = nil) -> stat? {
+    let (reserved, domain) = reservation.handOver()
+    if domain != inode.domain, reserved != 0 {
+      storage.charge(-reserved, domain: domain)  // the file moved to another domain meanwhile
+      return measure(inode, fd: fd, reserved: 0, known: known)
+    }
+    return measure(inode, fd: fd, reserved: reserved, known: known)
+  }
+
+  /// Measures `inode`'s allocation after a change that reserved nothing (a truncate, an
+  /// fsync, a release) and charges the difference.
+  @discardableResult
+  func account(_ inode: Inode, fd: Int32, known: stat? = nil) -> stat? {
+    measure(inode, fd: fd, reserved: 0, known: known)
   }
 
   /// Measures `inode`'s allocation after a change and settles the quota: the difference to
   /// what was charged before, minus what was reserved for the change. `known`: the file's
   /// stat taken since the change, which saves the `fstat`.
   /// - Returns: the file's attributes as measured (nil when it was off the books).
-  @discardableResult
-  func account(_ inode: Inode, fd: Int32, reserved: Int64 = 0, known: stat? = nil) -> stat? {
+  private func measure(_ inode: Inode, fd: Int32, reserved: Int64, known: stat?) -> stat? {
     let domain = inode.domain
     // Measured under the inode's lock, which `untrack` takes too: a close racing an
     // unlink either settles before the unlink gives the bytes back, or sees no link left.
@@ -72,14 +93,22 @@ extension SandboxFilesystem {
       return (now - charged, now, st)
     }
     guard let (delta, now, st) = measured else {
-      unreserve(reserved, domain: domain)
+      if reserved != 0 { storage.charge(-reserved, domain: domain) }
       return nil
     }
     let tracked = domain.isPurgeable && inode.isRegularFile ? inode.key.inode : nil
     if delta != reserved || tracked != nil {
-      storage.charge(delta - reserved, domain: domain, trackedFile: tracked, newBytes: now)
+      let over = storage.charge(delta - reserved, domain: domain, trackedFile: tracked, newBytes: now)
+      if over > 0 { purgeOverflow(over) }
     }
     return st
+  }
+
+  /// Purges what an allocation nobody could reserve for put above the capacity: blocks
+  /// the backing filesystem allocates at writeback (an extent block), a shared mmap's.
+  private func purgeOverflow(_ bytes: Int64) {
+    let plan = storage.plan(reason: .pressure) { catalog, _ in catalog.chooseVictims(toFree: bytes) }
+    if !plan.victims.isEmpty { carryOut(plan, onRequestThread: true) }
   }
 
   /// Records a use of a purgeable file for the LRU order. Repeated uses of the file that

@@ -194,10 +194,13 @@ final class StorageState: Sendable {
   }
 
   /// Records an allocation change of `domain` (and of the file's catalog entry).
-  func charge(_ delta: Int64, domain: StorageDomain, trackedFile ino: UInt64? = nil, newBytes: Int64 = 0) {
+  /// - Returns: how far usage is now above the capacity (0 when within it).
+  @discardableResult
+  func charge(_ delta: Int64, domain: StorageDomain, trackedFile ino: UInt64? = nil, newBytes: Int64 = 0) -> Int64 {
     books.withLock { books in
       books.ledger.charge(domain: domain, delta: delta)
       if let ino, !books.catalog.setBytes(ino: ino, newBytes) { books.inFlight[ino]?.victim.bytes = newBytes }
+      return delta > 0 ? max(0, books.ledger.used - books.ledger.capacity) : 0
     }
   }
 

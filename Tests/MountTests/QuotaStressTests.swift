@@ -62,7 +62,8 @@ struct QuotaStressTests {
     try fixture.control("unlock")
     #expect(Quota.waitForReleases(fixture))
     try Quota.expectBooksMatch(fixture, capacity: capacity)
-    #expect(try Quota.du(fixture.backing) <= capacity)
+    let du = try Quota.du(fixture.backing)
+    #expect(du <= capacity, "du \(du) over the capacity by \(du - capacity)")
     for (path, content) in documents.sorted(by: { $0.key < $1.key }) {
       #expect(Quota.matches(path, content), "\(path) intact")
     }
