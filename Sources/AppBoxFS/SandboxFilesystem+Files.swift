@@ -124,6 +124,7 @@ extension SandboxFilesystem {
     if flags & O_TRUNC != 0, ctx.uid != 0, let st = try? Sys.fstat(fd) {
       clearSetID(st, for: ctx, fd: fd)
     }
+    if flags & O_TRUNC != 0 { account(inode, fd: fd) }  // the truncate gave blocks back
     return opened(fd, flags: flags, inode: inode)
   }
 

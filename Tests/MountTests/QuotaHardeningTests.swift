@@ -100,6 +100,18 @@ struct QuotaHardeningTests {
     try fixture.unmount()
   }
 
+  @Test("an O_TRUNC open that writes nothing gives the blocks back at once")
+  func truncatingOpenIsMeasured() throws {
+    let fixture = try MountFixture.unlocked(["--capacity", "20M"])
+    try Quota.writeFile(fixture.path("Documents/t"), count: 1 << 20)
+    #expect(Quota.waitForReleases(fixture))
+    let fd = try openFile(fixture.path("Documents/t"), O_WRONLY | O_TRUNC)
+    close(fd)
+    #expect(Quota.waitForReleases(fixture))
+    try Quota.expectBooksMatch(fixture, capacity: 20 << 20)
+    try fixture.unmount()
+  }
+
   // MARK: - Errors that must not be dropped
 
   @Test("a purge whose unlink fails puts the file back: a later purge takes it")
