@@ -200,11 +200,13 @@ struct QuotaHardeningTests {
   func credentialSwitchFailureRefuses() throws {
     let directories = try SandboxDirectories()
     _ = try Command.shell("chmod 755 \(shellQuote(directories.root))")
+    // setpriv (util-linux) drops CAP_SETUID and CAP_SETGID from the bounding set: the
+    // daemon still runs as uid 0, but its credential switches fail.
     let mount = try Command.run(
-      "/usr/sbin/capsh",
+      "/usr/bin/setpriv",
       [
-        "--drop=cap_setuid,cap_setgid", "--", "-c",
-        "exec \(shellQuote(Command.appbox)) mount --unlocked --backing \(shellQuote(directories.backing)) -o allow_other \(shellQuote(directories.mountpoint))",
+        "--bounding-set=-setuid,-setgid", "--inh-caps=-setuid,-setgid", Command.appbox, "mount", "--unlocked",
+        "--backing", directories.backing, "-o", "allow_other", directories.mountpoint,
       ])
     try #require(mount.status == 0, "mount: \(mount.error)")
     defer { _ = try? Command.run(Command.appbox, ["unmount", directories.mountpoint]) }
