@@ -16,7 +16,6 @@ extension SandboxFilesystem {
   func track(_ inode: Inode, name: [UInt8], in directory: Inode) {
     guard let parent = catalogParent(directory), inode.isRegularFile || inode.isDirectory else { return }
     let bytes = inode.allocated.withLock { $0 }
-    let opens = Int(inode.openHandles.load(ordering: .relaxed))
     let now = UInt32(clamping: Int(Clock.unix()))
     storage.books.withLock { books in
       let catalog = books.catalog
@@ -26,8 +25,48 @@ extension SandboxFilesystem {
         if !catalog.containsDirectory(ino: ino) { catalog.registerDirectory(ino: ino, parent: parent, name: name) }
       } else if !catalog.contains(ino: ino) {
         catalog.addFile(ino: ino, parent: parent, name: name, bytes: bytes, lastUse: now)
-        for _ in 0..<opens { catalog.open(ino: ino) }
+        // Read under the lock that pins take, so no handle is missed or counted twice.
+        for _ in 0..<Int(inode.openHandles.load(ordering: .relaxed)) { catalog.open(ino: ino) }
       }
+    }
+  }
+
+  /// Counts a new handle of `inode` before the open returns; in Caches and tmp the count
+  /// is kept under the books' lock, so a purge never takes a file with an open handle.
+  /// - Throws: ESTALE when the file was purged since the kernel looked it up: the
+  ///   kernel then looks the name up again and retries (an `O_CREAT` open creates it).
+  func pin(_ inode: Inode) throws(Errno) {
+    guard inode.isRegularFile, inode.domain.isPurgeable else {
+      if inode.purged.load(ordering: .relaxed) { throw .stale }
+      inode.openHandles.add(1, ordering: .relaxed)
+      return
+    }
+    while true {
+      if inode.purged.load(ordering: .relaxed) { throw .stale }
+      switch storage.pin(inode) {
+      case .pinned:
+        touch(inode)
+        return
+      case .untracked:
+        // Off the catalog: hard-linked, or purged by a purge that had not seen this inode.
+        if let st = try? Sys.fstat(inode.fd), st.st_nlink == 0 {
+          unpin(inode)
+          throw .stale
+        }
+        touch(inode)
+        return
+      case .purging:
+        sched_yield()  // a purge is between committing to this file and unlinking it
+      }
+    }
+  }
+
+  /// Takes back the count of ``pin(_:)``.
+  func unpin(_ inode: Inode) {
+    if inode.isRegularFile, inode.domain.isPurgeable {
+      storage.unpin(inode)
+    } else {
+      inode.openHandles.subtract(1, ordering: .relaxed)
     }
   }
 
@@ -71,6 +110,7 @@ extension SandboxFilesystem {
     let cached = inodes.existing(backingInode: ino)
     let bytes = cached?.allocated.withLock { $0 } ?? Int64(st.st_blocks) * 512
     let newParent = catalogParent(to)
+    cached?.domain = to.domain  // before the books: an open from now on pins it there
     storage.books.withLock { books in
       let catalog = books.catalog
       if from.domain != to.domain {
@@ -98,6 +138,5 @@ extension SandboxFilesystem {
         catalog.removeFile(ino: ino)
       }
     }
-    cached?.domain = to.domain
   }
 }

@@ -44,9 +44,13 @@ extension SandboxFilesystem {
   ) throws(Errno) {
     let inode = inodes.inode(node)
     if let attribute = AppBoxAttribute(name: CName(name)) {
-      return try setOwn(attribute, of: inode, to: Array(value), flags: flags)
+      return try changingAttributes(inode, valueBytes: value.count + strlen(name)) { () throws(Errno) in
+        try setOwn(attribute, of: inode, to: Array(value), flags: flags)
+      }
     }
-    try withBackingXattrName(name) { (p) throws(Errno) in try Xattr.set(inode.fd, p, value, flags: flags) }
+    try changingAttributes(inode, valueBytes: value.count + strlen(name)) { () throws(Errno) in
+      try withBackingXattrName(name) { (p) throws(Errno) in try Xattr.set(inode.fd, p, value, flags: flags) }
+    }
   }
 
   /// `getxattr`.
@@ -81,9 +85,11 @@ extension SandboxFilesystem {
   public func removexattr(_ ctx: RequestContext, node: NodeID, name: UnsafePointer<CChar>) throws(Errno) {
     let inode = inodes.inode(node)
     if let attribute = AppBoxAttribute(name: CName(name)) {
-      return try removeOwn(attribute, of: inode)
+      return try changingAttributes(inode, valueBytes: 0) { () throws(Errno) in try removeOwn(attribute, of: inode) }
     }
-    try withBackingXattrName(name) { (p) throws(Errno) in try Xattr.remove(inode.fd, p) }
+    try changingAttributes(inode, valueBytes: 0) { () throws(Errno) in
+      try withBackingXattrName(name) { (p) throws(Errno) in try Xattr.remove(inode.fd, p) }
+    }
   }
 
   // MARK: AppBox's own attributes
