@@ -9,6 +9,7 @@ let package = Package(
   name: "AppBox",
   products: [
     .executable(name: "appbox", targets: ["appbox"]),
+    .library(name: "AppBoxKit", targets: ["AppBoxKit"]),
   ],
   targets: [
     .systemLibrary(
@@ -24,11 +25,16 @@ let package = Package(
     .target(name: "AppBoxFS", dependencies: ["FuseBridge", "Posix", "SandboxPolicy"]),
     .target(name: "AppBoxCLI", dependencies: ["AppBoxFS", "Posix", "SandboxPolicy"]),
     .executableTarget(name: "appbox", dependencies: ["AppBoxCLI"]),
+    // AppBoxKit: Apple's storage calls for programs' own Swift code, backed by the mount.
+    // PlainFoundation reaches Foundation's members that AppBoxKit declares again.
+    .target(name: "PlainFoundation"),
+    .target(name: "AppBoxKit", dependencies: ["PlainFoundation", "Posix", "SandboxPolicy"]),
+    .executableTarget(name: "appbox-storage-example", dependencies: ["AppBoxKit"], path: "Examples/StorageExample"),
     .executableTarget(
       name: "purge-catalog-bench", dependencies: ["SandboxPolicy"], path: "bench/purge-catalog",
       exclude: ["README.md"]),
     .testTarget(name: "SandboxPolicyTests", dependencies: ["SandboxPolicy"]),
-    .testTarget(name: "MountTests", dependencies: ["appbox", "Posix", "SandboxPolicy"]),
+    .testTarget(name: "MountTests", dependencies: ["appbox", "appbox-storage-example", "Posix", "SandboxPolicy"]),
     .testTarget(name: "FuseDeviceTests", dependencies: ["CFuseDevice"]),
   ]
 )
