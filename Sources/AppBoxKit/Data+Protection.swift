@@ -18,11 +18,14 @@ extension Data {
     let protectionClass = ProtectionClass(writingOptions: options)
     let plainOptions = Data.WritingOptions(rawValue: options.rawValue & ~Data.WritingOptions.protectionMask)
     guard url.isFileURL, let protectionClass,
-      AppBoxContainer.containing(url.deletingLastPathComponent().path) != nil
+      let container = AppBoxContainer.containing(url.deletingLastPathComponent().path)
     else {
       try PlainFoundation.write(self, to: url, options: plainOptions)
       return
     }
+    let exists = FileManager.default.fileExists(atPath: url.path)
+    try ItemAttributes.checkAccessible(
+      protectionClass, exists && !options.contains(.atomic) ? .openExisting : .createNew, in: container, path: url.path)
     if options.contains(.atomic) {
       try writeAtomically(to: url, protectionClass, noOverwrite: options.contains(.withoutOverwriting))
     } else {

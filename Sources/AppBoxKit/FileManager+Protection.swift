@@ -4,13 +4,18 @@ import SandboxPolicy
 
 extension FileManager {
   /// Foundation's `setAttributes(_:ofItemAtPath:)`; on an AppBox mount `.protectionKey`
-  /// sets the item's class (`CocoaError.fileWriteNoPermission` when its current or new
-  /// class is closed now; a directory's class is the default for new items in it).
+  /// sets the item's class (`CocoaError.fileWriteNoPermission` when a file's current or
+  /// new class is closed now; a directory's class, the default for its new items, can be
+  /// changed in any state).
   public func setAttributes(_ attributes: [FileAttributeKey: Any], ofItemAtPath path: String) throws {
     var rest = attributes
-    if let value = rest.removeValue(forKey: .protectionKey), AppBoxContainer.containing(path) != nil {
+    if let value = rest.removeValue(forKey: .protectionKey), let container = AppBoxContainer.containing(path) {
       guard let protectionClass = ProtectionClass(attributeValue: value) else {
         throw FoundationError.writing(.invalidArgument, path: path)
+      }
+      var isDirectory: ObjCBool = false
+      if fileExists(atPath: path, isDirectory: &isDirectory), !isDirectory.boolValue {
+        try ItemAttributes.checkAccessible(protectionClass, .openExisting, in: container, path: path)
       }
       try ItemAttributes.setProtection(protectionClass, of: path)
     } else if let value = attributes[.protectionKey] {
@@ -34,9 +39,12 @@ extension FileManager {
   /// the file cannot be created or the class is closed now.
   public func createFile(atPath path: String, contents: Data?, attributes: [FileAttributeKey: Any]? = nil) -> Bool {
     guard let value = attributes?[.protectionKey], let protectionClass = ProtectionClass(attributeValue: value),
-      AppBoxContainer.containing((path as NSString).deletingLastPathComponent) != nil
+      let container = AppBoxContainer.containing((path as NSString).deletingLastPathComponent)
     else {
       return PlainFoundation.createFile(atPath: path, contents: contents, attributes: attributes, in: self)
+    }
+    do { try ItemAttributes.checkAccessible(protectionClass, .createNew, in: container, path: path) } catch {
+      return false
     }
     var rest = attributes ?? [:]
     rest[.protectionKey] = nil

@@ -29,6 +29,20 @@ enum ItemAttributes {
     }
   }
 
+  /// Refuses (EPERM, as `CocoaError.fileWriteNoPermission`) to give a file a class whose
+  /// content is closed in the device's state now, as Apple's filesystems refuse it (SPEC §2:
+  /// both the current and the new class must be accessible; the mount checks the current
+  /// one). `operation` is `.createNew` for a file being created. The CX timeout is not
+  /// visible from here: CX counts as C, and the mount refuses its I/O once it expires.
+  static func checkAccessible(
+    _ protectionClass: ProtectionClass, _ operation: ProtectedOperation, in container: AppBoxContainer, path: String
+  ) throws {
+    guard let state = container.deviceState else { return }
+    guard AccessRule.decide(protectionClass, operation, state: state, cxExpired: false) else {
+      throw FoundationError.writing(.notPermitted, path: path)
+    }
+  }
+
   /// Whether the item carries Apple's backup-exclusion attribute (modern or legacy).
   static func hasExclusion(_ path: String) -> Bool {
     [BackupExclusion.attributeName, BackupExclusion.legacyAttributeName].contains { name in
