@@ -4,6 +4,7 @@
 //
 //   appbox-storage-example            store, protect, exclude, measure, report
 //   appbox-storage-example lock-cycle wait for a lock and an unlock, closing the secret
+//   appbox-storage-example self-lock  lock and unlock the device itself (AppBoxDevice)
 import AppBoxKit
 
 let fileManager = FileManager.default
@@ -125,8 +126,25 @@ func lockCycle() throws {
   center.removeObserver(did)
 }
 
+/// A test suite's way to lock at a chosen moment: allowed only with
+/// `appbox run --allow-device-control`.
+func selfLock() {
+  report("allowed", AppBoxDevice.isAllowed)
+  do {
+    report("lock", try AppBoxDevice.lock())
+    report("available", UIApplication.shared.isProtectedDataAvailable)
+    report("unlock", try AppBoxDevice.unlock())
+  } catch {
+    report("refused", error)
+  }
+}
+
 do {
-  if CommandLine.arguments.dropFirst().first == "lock-cycle" { try lockCycle() } else { try storeAndReport() }
+  switch CommandLine.arguments.dropFirst().first {
+  case "lock-cycle": try lockCycle()
+  case "self-lock": selfLock()
+  default: try storeAndReport()
+  }
 } catch {
   print("error=\(error)")
   exit(1)

@@ -15,6 +15,8 @@ enum RunCommand {
       --backing the data lives in a temporary backing directory that is deleted afterwards;
       with --backing alone, a mount of that backing directory is reused if there is one.
       A sandbox mounted for the run starts UNLOCKED (--bfu: before first unlock).
+      --allow-device-control lets AppBoxKit in the program lock, unlock and purge
+      (AppBoxDevice); it runs as you, so this is a switch for tests, not a barrier.
       SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to appbox are passed on to PROGRAM.
 
       The program's environment: HOME and CFFIXED_USER_HOME = the container root,
@@ -38,7 +40,8 @@ enum RunCommand {
   /// Starts the program and waits for it; 127 when it is not found, 126 when it cannot be
   /// run, as a shell answers.
   static func runProgram(_ plan: RunPlan, root: String) -> Int32 {
-    let environment = SandboxEnvironment.variables(root: root, base: ProcessInfo.processInfo.environment)
+    var environment = SandboxEnvironment.variables(root: root, base: ProcessInfo.processInfo.environment)
+    environment["APPBOX_DEVICE_CONTROL"] = plan.allowDeviceControl ? Spawn.currentExecutable : nil
     let pid: pid_t
     do {
       pid = try ProgramLaunch.start(plan.program[0], plan.program, environment: environment)
@@ -62,6 +65,8 @@ struct RunPlan {
   var backing: String?
   /// The program and its arguments.
   var program: [String]
+  /// Whether AppBoxKit in the program may lock, unlock and purge (`--allow-device-control`).
+  var allowDeviceControl = false
 
   /// Parses the arguments after `run`; the mount options are checked by `appbox mount`'s
   /// own parser.
@@ -71,6 +76,8 @@ struct RunPlan {
       throw CLIError(.usage, "missing -- before the program\n\(RunCommand.usage)")
     }
     var options = Array(arguments[..<separator])
+    let allowDeviceControl = options.contains("--allow-device-control")
+    options.removeAll { $0 == "--allow-device-control" }
     // The program is the app in the foreground: the device is unlocked unless asked.
     if let bfu = options.firstIndex(of: "--bfu") {
       options.remove(at: bfu)
@@ -93,7 +100,9 @@ struct RunPlan {
       request = try MountRequest.parse(options)
       mountpoint = request.mountpoint
     }
-    return RunPlan(mountOptions: options, mountpoint: mountpoint, backing: request.backing, program: program)
+    return RunPlan(
+      mountOptions: options, mountpoint: mountpoint, backing: request.backing, program: program,
+      allowDeviceControl: allowDeviceControl)
   }
 }
 

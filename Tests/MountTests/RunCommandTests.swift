@@ -255,6 +255,21 @@ struct RunCommandTests {
   }
 }
 
+extension RunCommandTests {
+  @Test("AppBoxDevice locks and unlocks only with --allow-device-control")
+  func deviceControl() throws {
+    let allowed = try Command.run(
+      Command.appbox, ["run", "--grace", "0", "--allow-device-control", "--", Self.example, "self-lock"])
+    #expect(allowed.status == 0, "\(allowed.error)")
+    #expect(allowed.output == "allowed=true\nlock=LOCKED\navailable=false\nunlock=UNLOCKED\n")
+    let refused = try Command.run(Command.appbox, ["run", "--grace", "0", "--", Self.example, "self-lock"])
+    #expect(refused.status == 0, "\(refused.error)")
+    #expect(
+      refused.output
+        == "allowed=false\nrefused=device control is off: start the program with appbox run --allow-device-control\n")
+  }
+}
+
 extension MountFixture {
   /// The mountpoints in this process's mount table.
   static func mounts() -> [String] {
