@@ -32,6 +32,7 @@ func storeAndReport() throws {
   report("documents", documents.path)
   report("support", support.path)
   report("caches", caches.path)
+  report("library", fileManager.urls(for: .libraryDirectory, in: .userDomainMask).first?.path)
   report("tmp", fileManager.temporaryDirectory.path)
 
   // A JSON document store in Application Support: atomic, class complete.

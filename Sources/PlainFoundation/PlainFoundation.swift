@@ -42,4 +42,12 @@ public enum PlainFoundation {
   public static func resourceValues(forKeys keys: Set<URLResourceKey>, of url: URL) throws -> URLResourceValues {
     try url.resourceValues(forKeys: keys)
   }
+
+  /// Foundation's `FileManager.urls(for:in:)`.
+  public static func urls(
+    for directory: FileManager.SearchPathDirectory, in domainMask: FileManager.SearchPathDomainMask,
+    fileManager: FileManager
+  ) -> [URL] {
+    fileManager.urls(for: directory, in: domainMask)
+  }
 }

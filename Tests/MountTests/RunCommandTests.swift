@@ -48,6 +48,7 @@ struct RunCommandTests {
     #expect(seen["documents"] == root + "/Documents")
     #expect(seen["support"] == root + "/Library/Application Support")
     #expect(seen["caches"] == root + "/Library/Caches")
+    #expect(seen["library"] == root + "/Library")
     #expect(seen["tmp"] == root + "/tmp")
     #expect(seen["store.protection"] == #"FileProtectionType(rawValue: "NSFileProtectionComplete")"#)
     #expect(seen["note.protection"] == #"FileProtectionType(rawValue: "NSFileProtectionCompleteUnlessOpen")"#)
