@@ -57,8 +57,11 @@ enum RunCommand {
 
 /// What `appbox run` was asked to do.
 struct RunPlan {
-  /// `appbox mount`'s options, as given (validated).
+  /// `appbox mount`'s options, as given (validated), `--unlocked` added unless `--bfu`.
   var mountOptions: [String]
+  /// The options that set up a new mount (all but `--backing`), as given: a mount that is
+  /// reused keeps its own.
+  var settings: [String]
   /// The mountpoint given, if any.
   var mountpoint: String?
   /// The backing directory given, if any.
@@ -78,12 +81,6 @@ struct RunPlan {
     var options = Array(arguments[..<separator])
     let allowDeviceControl = options.contains("--allow-device-control")
     options.removeAll { $0 == "--allow-device-control" }
-    // The program is the app in the foreground: the device is unlocked unless asked.
-    if let bfu = options.firstIndex(of: "--bfu") {
-      options.remove(at: bfu)
-    } else if !options.contains("--unlocked") {
-      options.append("--unlocked")
-    }
     let program = Array(arguments[(separator + 1)...])
     guard let name = program.first, !name.isEmpty else {
       throw CLIError(.usage, "missing PROGRAM after --\n\(RunCommand.usage)")
@@ -91,6 +88,9 @@ struct RunPlan {
     for flag in ["--foreground", "-f", "--ready-fd", "--help", "-h"] where options.contains(flag) {
       throw CLIError(.usage, "\(flag) does not apply to appbox run\n\(RunCommand.usage)")
     }
+    // The program is the app in the foreground: the device is unlocked unless asked.
+    let bfu = options.contains("--bfu")
+    options.removeAll { $0 == "--bfu" }
     // The mount parser wants exactly one MOUNTPOINT: as given, or a stand-in.
     let request: MountRequest
     var mountpoint: String?
@@ -99,10 +99,41 @@ struct RunPlan {
     } catch {
       request = try MountRequest.parse(options)
       mountpoint = request.mountpoint
+      options = withoutPositional(options)
     }
+    var settings = options
+    if let backing = settings.firstIndex(of: "--backing") { settings.removeSubrange(backing...(backing + 1)) }
+    settings.removeAll { $0.hasPrefix("--backing=") }
+    if !bfu && !options.contains("--unlocked") { options.append("--unlocked") }
     return RunPlan(
-      mountOptions: options, mountpoint: mountpoint, backing: request.backing, program: program,
-      allowDeviceControl: allowDeviceControl)
+      mountOptions: options, settings: settings + (bfu ? ["--bfu"] : []), mountpoint: mountpoint,
+      backing: request.backing, program: program, allowDeviceControl: allowDeviceControl)
+  }
+}
+
+extension RunPlan {
+  /// `appbox mount`'s options that take a value (the value is not the MOUNTPOINT).
+  static let valueOptions: Set<String> = [
+    "--backing", "-o", "--capacity", "--grace", "--cx-timeout", "--tmp-max-age", "--default-protection",
+    "--purge-at", "--purge-to", "--busy-poll",
+  ]
+
+  /// The mount options without their one positional argument (the MOUNTPOINT).
+  static func withoutPositional(_ options: [String]) -> [String] {
+    var index = 0
+    while index < options.count {
+      let option = options[index]
+      if valueOptions.contains(option) {
+        index += 2
+      } else if option.hasPrefix("-") && option != "-" {
+        index += 1
+      } else {
+        var rest = options
+        rest.remove(at: index)
+        return rest
+      }
+    }
+    return options
   }
 }
 
@@ -130,13 +161,13 @@ struct SandboxMount {
         if let backing = plan.backing, let serving = Self.backing(of: path), serving != Self.resolved(backing) {
           throw CLIError(.busy, "\(path) is an AppBox mount of \(serving), not of \(backing)")
         }
-        return SandboxMount(mountpoint: path, mountedHere: false, temporaryDirectory: nil)
+        return reused(path, plan)
       }
       try mount(plan.mountOptions, at: path, backing: nil)
       return SandboxMount(mountpoint: path, mountedHere: true, temporaryDirectory: nil)
     }
     if let backing = plan.backing, let existing = Self.mount(serving: Self.resolved(backing)) {
-      return SandboxMount(mountpoint: existing, mountedHere: false, temporaryDirectory: nil)
+      return reused(existing, plan)
     }
     let directory = try makeTemporaryDirectory()
     let mountpoint = directory + "/container"
@@ -156,6 +187,17 @@ struct SandboxMount {
       throw error
     }
     return SandboxMount(mountpoint: mountpoint, mountedHere: true, temporaryDirectory: directory)
+  }
+
+  /// An existing mount, used as it is (saying so when mount options were given).
+  static func reused(_ mountpoint: String, _ plan: RunPlan) -> SandboxMount {
+    if !plan.settings.isEmpty {
+      FileHandle.standardError.write(
+        Data(
+          "appbox: using the mount at \(mountpoint) as it is; not applied: \(plan.settings.joined(separator: " "))\n"
+            .utf8))
+    }
+    return SandboxMount(mountpoint: mountpoint, mountedHere: false, temporaryDirectory: nil)
   }
 
   /// Unmounts what this run mounted and removes its temporary directory (with the

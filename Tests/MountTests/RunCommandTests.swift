@@ -257,6 +257,33 @@ struct RunCommandTests {
 }
 
 extension RunCommandTests {
+  @Test("a given mountpoint that is not mounted is mounted for the run and unmounted after; the directory stays")
+  func mountsAtGivenMountpoint() throws {
+    let directories = try SandboxDirectories()
+    let result = try Command.run(
+      Command.appbox,
+      [
+        "run", "--capacity", "1G", directories.mountpoint, "--backing", directories.backing, "--", "/bin/sh", "-c",
+        "echo \"$HOME\"; echo x > \"$HOME/Documents/x\"",
+      ])
+    #expect(result.status == 0, "\(result.error)")
+    #expect(result.output == directories.mountpoint + "\n")
+    #expect(try readFile(directories.backing + "/Documents/x") == bytes("x\n"))
+    #expect(!MountFixture.isMounted(directories.mountpoint))
+    #expect(FileManager.default.fileExists(atPath: directories.mountpoint))
+  }
+
+  @Test("mount options given for a mount that is reused are reported as not applied")
+  func reuseReportsIgnoredOptions() throws {
+    let fixture = try MountFixture.unlocked()
+    let result = try Command.run(
+      Command.appbox, ["run", "--capacity", "1G", "--bfu", fixture.mountpoint, "--", "/bin/true"])
+    #expect(result.status == 0)
+    #expect(
+      result.error == "appbox: using the mount at \(fixture.mountpoint) as it is; not applied: --capacity 1G --bfu\n")
+    try fixture.unmount()
+  }
+
   @Test("AppBoxDevice locks and unlocks only with --allow-device-control")
   func deviceControl() throws {
     let allowed = try Command.run(
