@@ -5,6 +5,8 @@
 //   appbox-storage-example            store, protect, exclude, measure, report
 //   appbox-storage-example lock-cycle wait for a lock and an unlock, closing the secret
 //   appbox-storage-example self-lock  lock and unlock the device itself (AppBoxDevice)
+//   appbox-storage-example image-cache SOURCE NAME...
+//                                     fetch each image twice through a memory + disk cache
 import AppBoxKit
 
 let fileManager = FileManager.default
@@ -121,10 +123,55 @@ func lockCycle() throws {
   } catch let error as CocoaError {
     report("locked.read", "\(error.code.rawValue) \(error.underlying.map { ($0 as NSError).code } ?? 0)")
   }
+  // Background work on class C data goes on while locked.
+  let log = directory(.applicationSupportDirectory).appendingPathComponent("background.log")
+  try Data("still working".utf8).write(to: log, options: .completeFileProtectionUntilFirstUserAuthentication)
+  report("locked.c.write", String(decoding: try Data(contentsOf: log), as: UTF8.self))
   back.wait()
   report("unlocked.read", String(decoding: try Data(contentsOf: secret), as: UTF8.self))
   center.removeObserver(will)
   center.removeObserver(did)
+}
+
+/// A two-level image cache: memory, then files in Caches named by a hash of the URL, then
+/// the source. A purge of Caches costs a re-fetch, never an error.
+final class ImageCache {
+  private var memory: [URL: Data] = [:]
+  private let folder = directory(.cachesDirectory).appendingPathComponent("images", isDirectory: true)
+
+  /// Where the image comes from, and its bytes.
+  func image(at url: URL) throws -> (source: String, data: Data) {
+    if let data = memory[url] { return ("memory", data) }
+    let file = folder.appendingPathComponent(Self.key(url))
+    if let data = try? Data(contentsOf: file) {  // a miss (never cached, or purged) is not an error
+      memory[url] = data
+      return ("disk", data)
+    }
+    let data = try Data(contentsOf: url)  // the "network"
+    try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+    try data.write(to: file, options: .atomic)
+    memory[url] = data
+    return ("fetched", data)
+  }
+
+  /// FNV-1a of the URL, in hex: stable across runs (`Hasher` is seeded per process).
+  static func key(_ url: URL) -> String {
+    var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+    for byte in url.absoluteString.utf8 {
+      hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3
+    }
+    return String(hash, radix: 16)
+  }
+}
+
+func imageCache(source: String, names: [String]) throws {
+  let cache = ImageCache()
+  for name in names {
+    let url = URL(fileURLWithPath: source).appendingPathComponent(name)
+    let first = try cache.image(at: url)
+    let second = try cache.image(at: url)
+    report(name, "\(first.source),\(second.source),\(first.data.count)")
+  }
 }
 
 /// A test suite's way to lock at a chosen moment: allowed only with
@@ -144,6 +191,9 @@ do {
   switch CommandLine.arguments.dropFirst().first {
   case "lock-cycle": try lockCycle()
   case "self-lock": selfLock()
+  case "image-cache":
+    let arguments = Array(CommandLine.arguments.dropFirst(2))
+    try imageCache(source: arguments[0], names: Array(arguments.dropFirst()))
   default: try storeAndReport()
   }
 } catch {

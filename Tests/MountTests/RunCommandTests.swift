@@ -249,7 +249,8 @@ struct RunCommandTests {
     let lines = seen().split(separator: "\n").map(String.init)
     #expect(
       lines == [
-        "ready=true", "event=willBecomeUnavailable", "locked.read=257 1", "event=didBecomeAvailable",
+        "ready=true", "event=willBecomeUnavailable", "locked.read=257 1", "locked.c.write=still working",
+        "event=didBecomeAvailable",
         "unlocked.read=s3cret",
       ])
     try fixture.unmount()
@@ -281,6 +282,29 @@ extension RunCommandTests {
     #expect(result.status == 0)
     #expect(
       result.error == "appbox: using the mount at \(fixture.mountpoint) as it is; not applied: --capacity 1G --bfu\n")
+    try fixture.unmount()
+  }
+
+  @Test("the image cache serves from memory and disk, and after a purge of Caches fetches again instead of failing")
+  func imageCacheSurvivesPurge() throws {
+    let fixture = try MountFixture.unlocked()
+    let source = fixture.root + "/source"
+    try FileManager.default.createDirectory(atPath: source, withIntermediateDirectories: false)
+    try writeFile(source + "/a.png", pattern(3000, seed: 1))
+    try writeFile(source + "/b.png", pattern(5000, seed: 2))
+    func run() throws -> [String: String] {
+      let result = try Command.run(
+        Command.appbox, ["run", fixture.mountpoint, "--", Self.example, "image-cache", source, "a.png", "b.png"])
+      #expect(result.status == 0, "\(result.error)\(result.output)")
+      return Self.lines(result.output)
+    }
+    #expect(try run() == ["a.png": "fetched,memory,3000", "b.png": "fetched,memory,5000"])
+    #expect(try run() == ["a.png": "disk,memory,3000", "b.png": "disk,memory,5000"])
+    #expect(try directoryNames(fixture.backingPath("Library/Caches/images")).count == 2)
+    let purge = try Command.run(Command.appbox, ["purge", fixture.mountpoint, "--domain", "caches", "--all"])
+    #expect(purge.status == 0, "\(purge.error)")
+    #expect(try directoryNames(fixture.backingPath("Library/Caches/images")).isEmpty)
+    #expect(try run() == ["a.png": "fetched,memory,3000", "b.png": "fetched,memory,5000"])
     try fixture.unmount()
   }
 
