@@ -83,20 +83,4 @@ enum FoundationError {
         NSUnderlyingErrorKey: NSError(domain: NSPOSIXErrorDomain, code: Int(errno.rawValue)),
       ])
   }
-
-  /// The `CocoaError` Foundation throws for `errno` while reading `path`.
-  static func reading(_ errno: Errno, path: String) -> CocoaError {
-    let code: CocoaError.Code
-    switch errno.rawValue {
-    case EPERM, EACCES: code = .fileReadNoPermission
-    case ENOENT: code = .fileReadNoSuchFile
-    default: code = .fileReadUnknown
-    }
-    return CocoaError(
-      code,
-      userInfo: [
-        NSFilePathErrorKey: path,
-        NSUnderlyingErrorKey: NSError(domain: NSPOSIXErrorDomain, code: Int(errno.rawValue)),
-      ])
-  }
 }

@@ -28,8 +28,8 @@ extension FileManager {
   /// the item's class (its own, its directory's, or the mount's default).
   public func attributesOfItem(atPath path: String) throws -> [FileAttributeKey: Any] {
     var attributes = try PlainFoundation.attributesOfItem(atPath: path, in: self)
-    if AppBoxContainer.containing(path) != nil {
-      attributes[.protectionKey] = try ItemAttributes.protection(of: path).fileProtectionType
+    if AppBoxContainer.containing(path) != nil, let protectionClass = ItemAttributes.protection(of: path) {
+      attributes[.protectionKey] = protectionClass.fileProtectionType
     }
     return attributes
   }

@@ -8,14 +8,14 @@ import SandboxPolicy
 
 /// Reading and writing AppBox's per-item attributes on a mount, as Foundation errors.
 enum ItemAttributes {
-  /// The item's effective class (its own, inherited or the mount's default).
-  static func protection(of path: String) throws -> ProtectionClass {
+  /// The item's effective class (its own, inherited or the mount's default), or nil when
+  /// it has none to read (a symlink whose target is missing, an item removed meanwhile):
+  /// then the caller reports no class, as Foundation does, rather than an error.
+  static func protection(of path: String) -> ProtectionClass? {
     do throws(Errno) {
-      let value = try Xattr.value(path: path, name: AppBoxAttribute.protection.name)
-      guard let parsed = ProtectionClass(parsing: value) else { throw Errno.invalidArgument }
-      return parsed
+      return ProtectionClass(parsing: try Xattr.value(path: path, name: AppBoxAttribute.protection.name))
     } catch {
-      throw FoundationError.reading(error, path: path)
+      return nil
     }
   }
 

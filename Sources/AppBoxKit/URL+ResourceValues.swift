@@ -74,8 +74,8 @@ extension URL {
     if keys.contains(.isExcludedFromBackupKey) {
       values.appBoxSet(.isExcludedFromBackupKey, ItemAttributes.isExcluded(path, in: container))
     }
-    if asked.contains(.fileProtectionKey) {
-      values.appBoxSet(.fileProtectionKey, try ItemAttributes.protection(of: path).urlFileProtection)
+    if asked.contains(.fileProtectionKey), let protectionClass = ItemAttributes.protection(of: path) {
+      values.appBoxSet(.fileProtectionKey, protectionClass.urlFileProtection)
     }
     if asked.contains(.volumeAvailableCapacityForImportantUsageKey), let bytes = container.availableImportantCapacity {
       values.appBoxSet(.volumeAvailableCapacityForImportantUsageKey, bytes)

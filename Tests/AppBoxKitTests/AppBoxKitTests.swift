@@ -81,6 +81,18 @@ struct AppBoxKitTests {
     try mount.unmount()
   }
 
+  @Test("a symlink whose target is missing reads its attributes as Foundation does, without a class")
+  func danglingSymlink() throws {
+    let mount = try TestMount()
+    let link = mount.path("Documents/link")
+    try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: "missing")
+    let attributes = try FileManager.default.attributesOfItem(atPath: link)
+    #expect(attributes[.type] as? FileAttributeType == .typeSymbolicLink)
+    #expect(attributes[.protectionKey] == nil)
+    #expect(try URL(fileURLWithPath: link).resourceValues(forKeys: [.fileProtectionKey]).fileProtection == nil)
+    try mount.unmount()
+  }
+
   @Test("isExcludedFromBackup: Apple's attribute and value, effective through ancestors, removed on false")
   func backupExclusion() throws {
     let mount = try TestMount()
