@@ -4,7 +4,9 @@ import PackageDescription
 // Layers point one way: appbox → AppBoxCLI → AppBoxFS → (FuseBridge, Posix, SandboxPolicy).
 // Only FuseBridge imports libfuse: CFuse (the shim header) and CFuseDevice (the session's
 // device I/O, in C). Only Posix makes the filesystem's syscalls (through CPosixShim for what
-// Glibc's module does not export). SandboxPolicy is pure Swift.
+// Glibc's module does not export). SandboxPolicy is pure Swift. AppBoxKit is a client
+// library for programs run in a sandbox: Posix, SandboxPolicy and PlainFoundation, never
+// the filesystem.
 let package = Package(
   name: "AppBox",
   products: [
