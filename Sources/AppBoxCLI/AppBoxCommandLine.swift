@@ -26,6 +26,8 @@ public enum AppBoxCommandLine {
                  refusals, state changes and purges as JSON Lines
       protect PATH --class CLASS
                  set a file's Data Protection class
+      run [MOUNT OPTIONS] [MOUNTPOINT] -- PROGRAM [ARGUMENTS...]
+                 run a program inside a sandbox (mounted for it, or already mounted)
 
     run appbox mount --help for the mount options
 
@@ -71,6 +73,7 @@ public enum AppBoxCommandLine {
     case "purge": return try ControlCommands.purge(rest)
     case "events": return try ControlCommands.events(rest)
     case "protect": return try ControlCommands.protect(rest)
+    case "run": try RunCommand.run(rest)
     case "--help", "-h", "help":
       print(help)
       return .success
