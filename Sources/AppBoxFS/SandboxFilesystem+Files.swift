@@ -70,8 +70,13 @@ extension SandboxFilesystem {
       mode.cachedHandles += 1
       return (.cached, nil)
     }
+    // An O_DIRECT open that joins passthrough handles must be one too (the kernel refuses
+    // to mix), but with FOPEN_DIRECT_IO, which the kernel puts first: its I/O comes to the
+    // daemon. A plain passthrough handle would hand the caller's O_DIRECT to the backing
+    // file, and ext4 refuses unaligned direct I/O (EINVAL).
     return OpenedFile(
-      handle: kind.handle(fd), keepCache: kind == .cached, directIO: kind == .direct, noFlush: true, backing: backing)
+      handle: kind.handle(fd), keepCache: kind == .cached, directIO: kind == .direct || direct, noFlush: true,
+      backing: backing)
   }
 
   /// Registers `inode`'s backing file for passthrough, read-write when the daemon can open
