@@ -38,15 +38,26 @@ extension SandboxFilesystem {
     return XattrNameMapping.backingName(forMountName: mountName).map { CChar(bitPattern: $0) } + [0]
   }
 
-  /// `setxattr`.
+  /// `setxattr`. Attributes take space: a value that does not fit in the backing inode
+  /// gets a block of its own (ext4), which `du` counts. A block is reserved as for a
+  /// `mkdir` (purging if it is not free, but never refused for it: most values fit in the
+  /// inode), and the change is measured afterwards.
   public func setxattr(
     _ ctx: RequestContext, node: NodeID, name: UnsafePointer<CChar>, value: UnsafeRawBufferPointer, flags: Int32
   ) throws(Errno) {
     let inode = inodes.inode(node)
-    if let attribute = AppBoxAttribute(name: CName(name)) {
-      return try setOwn(attribute, of: inode, to: Array(value), flags: flags)
+    let reserved = reserveAttributeBlock(for: inode)
+    do throws(Errno) {
+      if let attribute = AppBoxAttribute(name: CName(name)) {
+        try setOwn(attribute, of: inode, to: Array(value), flags: flags)
+      } else {
+        try withBackingXattrName(name) { (p) throws(Errno) in try Xattr.set(inode.fd, p, value, flags: flags) }
+      }
+    } catch {
+      unreserve(reserved, domain: inode.domain)
+      throw error
     }
-    try withBackingXattrName(name) { (p) throws(Errno) in try Xattr.set(inode.fd, p, value, flags: flags) }
+    account(inode, fd: inode.fd, reserved: reserved)
   }
 
   /// `getxattr`.
@@ -77,13 +88,24 @@ extension SandboxFilesystem {
     return list
   }
 
-  /// `removexattr`.
+  /// Reserves a block for an attribute of `inode`. The file is held as open meanwhile, so
+  /// that a purge the reservation sets off does not take the file being changed.
+  private func reserveAttributeBlock(for inode: Inode) -> Int64 {
+    let ino = inode.key.inode
+    let held = inode.domain.isPurgeable && storage.books.withLock { $0.catalog.open(ino: ino) }
+    defer { if held { storage.books.withLock { _ = $0.catalog.close(ino: ino) } } }
+    return reserve(4096, domain: inode.domain)
+  }
+
+  /// `removexattr`; the block an attribute had may be freed, so the change is measured.
   public func removexattr(_ ctx: RequestContext, node: NodeID, name: UnsafePointer<CChar>) throws(Errno) {
     let inode = inodes.inode(node)
     if let attribute = AppBoxAttribute(name: CName(name)) {
-      return try removeOwn(attribute, of: inode)
+      try removeOwn(attribute, of: inode)
+    } else {
+      try withBackingXattrName(name) { (p) throws(Errno) in try Xattr.remove(inode.fd, p) }
     }
-    try withBackingXattrName(name) { (p) throws(Errno) in try Xattr.remove(inode.fd, p) }
+    account(inode, fd: inode.fd)
   }
 
   // MARK: AppBox's own attributes
