@@ -51,6 +51,9 @@ extension SandboxFilesystem {
   /// write out, and POSIX locks are kept by the kernel (no getlk/setlk handlers), so no
   /// lock owner needs the flush to drop its locks.
   func opened(_ fd: Int32, flags: Int32, inode: Inode) -> OpenedFile {
+    // O_TRUNC came with the open (the kernel sends no truncate of its own): what it freed
+    // leaves the books now. A new file (nothing allocated) needs no measuring.
+    if flags & O_TRUNC != 0, inode.allocated.withLock({ $0 }) > 0 { account(inode, fd: fd) }
     let direct = flags & Linux.openDirect != 0
     let mayPassthrough =
       passthrough.isAvailable && inode.isRegularFile && !direct && flags & O_ACCMODE == O_RDONLY
