@@ -11,7 +11,8 @@ import SandboxPolicy
 // Layout: nothing new at the container root; fixed directories are never removed,
 // renamed or replaced. Domains: a directory never changes domain (a rename or exchange
 // that would move one is EXDEV, which `mv` and Foundation answer by copying); files may
-// move (and be exchanged) between domains, and their bytes move with them.
+// move (and be exchanged) between domains, and their bytes move with them, unless they
+// have more than one link (links stay within a domain: EXDEV).
 
 extension SandboxFilesystem {
   /// `mknod` (regular files, fifos, sockets; devices when the caller may): +1 lookup.
@@ -116,8 +117,10 @@ extension SandboxFilesystem {
     let target = try? Sys.fstatat(to.fd, newName, AT_SYMLINK_NOFOLLOW)
     let exchange = flags & Linux.renameExchange != 0
     if from.domain != to.domain {
+      // A directory never changes domain, and a file with other links would leave them
+      // behind (hard links stay within a domain, so its bytes are charged to one).
       let moves = [source] + (exchange ? target.map { [$0] } ?? [] : [])
-      if moves.contains(where: { $0.st_mode & S_IFMT == S_IFDIR }) { throw .crossDevice }
+      if moves.contains(where: { $0.st_mode & S_IFMT == S_IFDIR || $0.st_nlink > 1 }) { throw .crossDevice }
     }
     try Sys.renameat2(from.fd, name, to.fd, newName, flags)
     defer {
