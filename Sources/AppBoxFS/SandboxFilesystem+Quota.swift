@@ -104,12 +104,12 @@ extension SandboxFilesystem {
     var groups: [[[UInt8]]: [Int]] = [:]
     for (index, components) in plan.directories.enumerated() { groups[components, default: []].append(index) }
     let work = Array(groups)
-    let removed = Mutex<[(index: Int, cached: Inode?)]>([])
+    let removed = Mutex<[(index: Int, cached: Inode?, bytes: Int64)]>([])
     DispatchQueue.concurrentPerform(iterations: work.count) { group in
       let (components, indices) = work[group]
       guard let directoryFD = openDirectory(components) else { return }
       defer { Sys.close(directoryFD) }
-      var done: [(index: Int, cached: Inode?)] = []
+      var done: [(index: Int, cached: Inode?, bytes: Int64)] = []
       for index in indices {
         let victim = plan.victims[index]
         let name = victim.name + [0]
@@ -126,7 +126,14 @@ extension SandboxFilesystem {
             cached?.purged.store(false, ordering: .relaxed)
             return false
           }
-          done.append((index, cached))
+          // What the books hold for it: a measurement that passed its check before the
+          // mark was set has settled under this lock and is given back with the rest
+          // (the catalog's figure, taken when the purge was planned, may be older).
+          let charged = cached?.allocated.withLock { charged -> Int64 in
+            defer { charged = 0 }
+            return charged
+          }
+          done.append((index, cached, charged ?? victim.bytes))
           return true
         }
         _ = unlinked
@@ -135,11 +142,15 @@ extension SandboxFilesystem {
     }
     let purged = removed.withLock { $0 }.sorted { $0.index < $1.index }  // events in purge order
     guard !purged.isEmpty else { return [] }
-    storage.purged(purged.map { plan.victims[$0.index] })
+    let victims = purged.map { item in
+      var victim = plan.victims[item.index]
+      victim.bytes = item.bytes
+      return victim
+    }
+    storage.purged(victims)
     let now = Clock.unix()
-    let lines = purged.map { item in
-      let victim = plan.victims[item.index]
-      return PurgeEvent(
+    let lines = zip(purged, victims).map { item, victim in
+      PurgeEvent(
         time: now, path: plan.directories[item.index] + [victim.name], bytes: victim.bytes, domain: victim.domain,
         reason: plan.reason, lastUse: Double(victim.lastUse)
       ).jsonLine
@@ -160,7 +171,7 @@ extension SandboxFilesystem {
       }
     }
     if onRequestThread { maintenance.async(execute: notify) } else { notify() }
-    return purged.map { plan.victims[$0.index] }
+    return victims
   }
 
   /// Opens a directory below the backing root by components, following no symlink.
