@@ -136,7 +136,7 @@ struct ConcurrentRandomTests {
     }
     let log = ControlFiles.path(for: fixture.mountpoint, "log")
     try fixture.unmount()
-    let lines = (try? String(contentsOfFile: log, encoding: .utf8))?.split(separator: "\n") ?? []
+    let lines = try String(contentsOfFile: log, encoding: .utf8).split(separator: "\n")  // throws if it is not there
     let failed = lines.filter { $0.contains("writing device") }
     #expect(
       failed.isEmpty, "seed \(seed): the daemon's log has failed notifications:\n\(failed.joined(separator: "\n"))")
