@@ -20,6 +20,7 @@ enum PolicyTable {
   /// A protected operation on a regular file.
   enum Access { case createNew, openExisting, handleIO }
 
+  /// Whether the table allows `access` to a file of `protectionClass` (else EPERM).
   static func allows(_ protectionClass: TestClass, _ access: Access, locked: Bool) -> Bool {
     switch protectionClass {
     case .A: return !locked
@@ -43,6 +44,7 @@ enum PolicyTable {
     ("bogus", nil), ("", nil),
   ]
 
+  /// The class a value of the class attribute means (nil: EINVAL).
   static func parse(_ value: [UInt8]) -> TestClass? {
     classValues.first { Array($0.value.utf8) == value }?.class
   }
@@ -53,8 +55,11 @@ enum ModelHandleKind { case cached, direct, passthrough }
 
 /// One open slot as the model sees it.
 struct ModelSlot {
+  /// The mirror's inode of the open file.
   var ino: UInt64
+  /// The flags it was opened with (on the mount).
   var flags: Int32
+  /// How the daemon serves it (nil: not a regular file).
   var kind: ModelHandleKind?
   var isRegular: Bool
 }
@@ -75,16 +80,24 @@ struct Expectation {
 
 /// The model's state beside the local mirror.
 struct PolicyModel {
+  /// The class attribute on the mount (and, holding what was set explicitly, in the mirror).
   static let protectionName = "user.appbox.protection"
+  /// A name in AppBox's reserved namespace that it does not define (EPERM).
   static let reservedName = "user.appbox.bogus"
+  /// Where the mirror keeps Apple's names, which a plain Linux directory refuses (as the
+  /// backing store does).
   static let foreignPrefix = "user.appbox.x."
+  /// Apple's backup-exclusion attributes.
   static let appleNames = ["com.apple.MobileBackup", "com.apple.metadata:com_apple_backup_excludeItem"]
 
   let localRoot: String
+  /// Whether the daemon serves read-only opens by passthrough (`appbox status`).
   let passthroughAvailable: Bool
+  /// LOCKED (grace 0) or UNLOCKED.
   var locked = false
   /// The class each local inode got at creation from its directory.
   var inherited: [UInt64: TestClass] = [:]
+  /// The open slots, as the daemon serves them.
   var slots = [ModelSlot?](repeating: nil, count: OperationGenerator.slotCount)
   /// Local inodes that had more than one link at some point: the daemon takes a file off
   /// its purge catalog when it gains a link and does not put it back when it is down to
@@ -99,6 +112,7 @@ struct PolicyModel {
     self.passthroughAvailable = passthroughAvailable
   }
 
+  /// The mirror's path for a path relative to the mount root.
   func full(_ path: String) -> String { path.isEmpty ? localRoot : localRoot + "/" + path }
 
   // MARK: Paths and classes
@@ -273,10 +287,13 @@ struct PolicyModel {
     return expect
   }
 
+  /// A refusal of a reserved attribute name.
   private static func reserved() -> Expectation {
     Expectation(refusals: [EPERM], mustFail: true, rule: "user.appbox. names are reserved (EPERM)")
   }
 
+  /// An open (or the open inside a whole-file read or write) of an existing file or of a
+  /// new name.
   private func openExpectation(_ path: String, flags: Int32) -> Expectation {
     var expect = Expectation()
     let creates = flags & O_CREAT != 0
@@ -301,6 +318,8 @@ struct PolicyModel {
     return expect
   }
 
+  /// I/O on a slot's handle: refused when its file's class is closed now (a handle the
+  /// access mode forbids fails in the kernel first).
   private func handleExpectation(_ slot: Int, localFDs: [Int32], needsRead: Bool = false, needsWrite: Bool = false)
     -> Expectation
   {
@@ -313,6 +332,9 @@ struct PolicyModel {
     return Expectation(refusals: [EPERM], mustFail: true, rule: "I/O on a handle opened earlier (SPEC §2)")
   }
 
+  /// A `setxattr`: Apple's names are mirrored under ``foreignPrefix``; the class attribute
+  /// is parsed, needs the current class accessible and no passthrough handle on the way to
+  /// a class that may refuse, and is stored canonical.
   private func setxattrExpectation(_ path: String, name: String, value: [UInt8], flags: Int32) -> Expectation {
     var expect = Expectation()
     if name == Self.reservedName { return Self.reserved() }
@@ -404,6 +426,7 @@ struct EventLogReader {
   private var offset: off_t = 0
   private var partial: [UInt8] = []
 
+  /// A reader of the event log at `path`, from its start.
   init(path: String) { self.path = path }
 
   /// The purge events appended since the last call.
