@@ -39,25 +39,27 @@ extension SandboxFilesystem {
   }
 
   /// `setxattr`. Attributes take space: a value that does not fit in the backing inode
-  /// gets a block of its own (ext4), which `du` counts. A block is reserved as for a
-  /// `mkdir` (purging if it is not free, but never refused for it: most values fit in the
-  /// inode), and the change is measured afterwards.
+  /// gets a block of its own (ext4), which `du` counts. For a program's attribute a block
+  /// is reserved as for a `mkdir` once the name is accepted (purging if it is not free, but
+  /// never refused for it: most values fit in the inode); AppBox's own attributes (short
+  /// values, checked first) reserve nothing. Either way the change is measured afterwards.
   public func setxattr(
     _ ctx: RequestContext, node: NodeID, name: UnsafePointer<CChar>, value: UnsafeRawBufferPointer, flags: Int32
   ) throws(Errno) {
     let inode = inodes.inode(node)
-    let reserved = reserveAttributeBlock(for: inode)
-    do throws(Errno) {
-      if let attribute = AppBoxAttribute(name: CName(name)) {
-        try setOwn(attribute, of: inode, to: Array(value), flags: flags)
-      } else {
-        try withBackingXattrName(name) { (p) throws(Errno) in try Xattr.set(inode.fd, p, value, flags: flags) }
-      }
-    } catch {
-      unreserve(reserved, domain: inode.domain)
-      throw error
+    if let attribute = AppBoxAttribute(name: CName(name)) {
+      try setOwn(attribute, of: inode, to: Array(value), flags: flags)
+      account(inode, fd: inode.fd)
+      return
     }
-    account(inode, fd: inode.fd, reserved: reserved)
+    try withBackingXattrName(name) { (p) throws(Errno) in
+      let reserved = reserveAttributeBlock(for: inode)
+      do throws(Errno) { try Xattr.set(inode.fd, p, value, flags: flags) } catch {
+        unreserve(reserved, domain: inode.domain)
+        throw error
+      }
+      account(inode, fd: inode.fd, reserved: reserved)
+    }
   }
 
   /// `getxattr`.
