@@ -117,6 +117,7 @@ struct ConcurrentRandomTests {
 
     try fixture.control("unlock")
     #expect(Quota.waitForReleases(fixture))
+    sync()  // what the backing filesystem allocates at writeback must be on the books too
     let status = try Quota.status(fixture.mountpoint)
     let used = Quota.number(status, "used")
     let du = try Quota.du(fixture.backing)

@@ -145,6 +145,7 @@ extension PolicyRun {
       #expect(
         backingProblems.isEmpty, "seed \(seed): backing \(top) differs:\n\(backingProblems.joined(separator: "\n"))")
     }
+    sync()  // what the backing filesystem allocates at writeback must be on the books too
     let status = try Quota.status(fixture.mountpoint)
     let used = Quota.number(status, "used")
     let du = try Quota.du(fixture.backing)
