@@ -89,7 +89,7 @@ extension SandboxFilesystem {
     try checkCanRemove(name, in: directory)
     let st = try Sys.fstatat(directory.fd, name, AT_SYMLINK_NOFOLLOW)
     try Sys.unlinkat(directory.fd, name, 0)
-    untrack(st, domain: directory.domain)
+    untrack(st, name: CName(name).bytes, in: directory)
     account(directory, fd: directory.fd)
   }
 
@@ -99,7 +99,7 @@ extension SandboxFilesystem {
     try checkCanRemove(name, in: directory)
     let st = try Sys.fstatat(directory.fd, name, AT_SYMLINK_NOFOLLOW)
     try Sys.unlinkat(directory.fd, name, AT_REMOVEDIR)
-    untrack(st, domain: directory.domain)
+    untrack(st, name: CName(name).bytes, in: directory)
     account(directory, fd: directory.fd)
   }
 
@@ -128,12 +128,13 @@ extension SandboxFilesystem {
       if to !== from { account(to, fd: to.fd) }
     }
     if exchange, let target {
-      moved(source, to: CName(newName).bytes, in: to, from: from)
-      moved(target, to: CName(name).bytes, in: from, from: to)
+      moved(source, from: CName(name).bytes, in: from, to: CName(newName).bytes, in: to)
+      moved(target, from: CName(newName).bytes, in: to, to: CName(name).bytes, in: from)
       return
     }
-    if let target, target.st_ino != source.st_ino { untrack(target, domain: to.domain) }
-    moved(source, to: CName(newName).bytes, in: to, from: from)
+    if let target, target.st_ino == source.st_ino { return }  // two names of one file: nothing moved
+    if let target { untrack(target, name: CName(newName).bytes, in: to) }
+    moved(source, from: CName(name).bytes, in: from, to: CName(newName).bytes, in: to)
   }
 
   /// `link`: +1 lookup on the linked node. Links stay within one domain (EXDEV otherwise).
@@ -145,7 +146,7 @@ extension SandboxFilesystem {
     try checkCanCreate(in: directory)
     if inode.domain != directory.domain { throw .crossDevice }
     try Sys.link(inode.fd, directory.fd, newName)
-    linked(inode)
+    linked(inode, as: CName(newName).bytes, in: directory)
     account(directory, fd: directory.fd)
     return try lookupEntry(in: directory, name: newName)
   }

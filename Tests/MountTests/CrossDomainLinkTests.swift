@@ -51,4 +51,24 @@ struct CrossDomainLinkTests {
     try Quota.expectBooksMatch(fixture, capacity: Self.capacity)
     try fixture.unmount()
   }
+
+  @Test(
+    "a file back to one link is purgeable again (the pattern of link-then-unlink writers such as git)",
+    arguments: ["tmp/a", "tmp/b"])
+  func purgeableAgain(_ removed: String) throws {
+    let fixture = try MountFixture(arguments: ["--unlocked", "--capacity", String(Self.capacity)])
+    try FileManager.default.createDirectory(atPath: fixture.path("tmp/d"), withIntermediateDirectories: true)
+    try Quota.writeFile(fixture.path("tmp/a"), count: 100_000)
+    #expect(link(fixture.path("tmp/a"), fixture.path("tmp/b")) == 0)
+    // The remaining name moves about before the other goes.
+    let kept = removed == "tmp/a" ? "tmp/b" : "tmp/a"
+    #expect(rename(fixture.path(kept), fixture.path("tmp/d/kept")) == 0)
+    #expect(unlink(fixture.path(removed)) == 0)
+    #expect(Quota.waitForReleases(fixture))
+    let output = try Quota.purge(fixture.mountpoint, ["--domain", "tmp", "--all"])
+    #expect(output.contains("purged 1 file"), "\(output)")
+    #expect(Quota.statError(fixture.path("tmp/d/kept")) == ENOENT)
+    try Quota.expectBooksMatch(fixture, capacity: Self.capacity)
+    try fixture.unmount()
+  }
 }

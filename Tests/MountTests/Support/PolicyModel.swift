@@ -99,10 +99,6 @@ struct PolicyModel {
   var inherited: [UInt64: TestClass] = [:]
   /// The open slots, as the daemon serves them.
   var slots = [ModelSlot?](repeating: nil, count: OperationGenerator.slotCount)
-  /// Local inodes that had more than one link at some point: the daemon takes a file off
-  /// its purge catalog when it gains a link and does not put it back when it is down to
-  /// one again (until a remount), so these are never purged.
-  var onceLinked: Set<UInt64> = []
   /// Bytes written through passthrough handles (charged at release, so `used` may pass
   /// the capacity by up to this much).
   var passthroughBytes = 0
@@ -384,7 +380,6 @@ struct PolicyModel {
     guard let site, !site.existed, let info = Self.lstatOf(site.path), let slash = site.path.lastIndex(of: "/")
     else { return }
     let ino = UInt64(info.st_ino)
-    onceLinked.remove(ino)
     if info.st_mode & S_IFMT == S_IFLNK {
       inherited[ino] = nil
     } else {

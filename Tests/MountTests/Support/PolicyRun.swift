@@ -331,10 +331,6 @@ struct PolicyRun {
     switch operation {
     case .open(_, let flags, _, let slot): model.slotChanged(slot, localFD: local.slots[slot], flags: flags)
     case .close(let slot): model.slotChanged(slot, localFD: -1, flags: 0)
-    case .link(let from, _):
-      if actual.error == 0, let info = PolicyModel.lstatOf(local.full(from)) {
-        model.onceLinked.insert(UInt64(info.st_ino))
-      }
     case .pwrite(let slot, _, _):
       // Through passthrough, unless O_DIRECT (FOPEN_DIRECT_IO: through the daemon).
       if let open = model.slots[slot], open.kind == .passthrough, open.flags & cposix_o_direct() == 0, actual.result > 0
