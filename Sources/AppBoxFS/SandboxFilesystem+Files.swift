@@ -57,6 +57,9 @@ extension SandboxFilesystem {
   /// write out, and POSIX locks are kept by the kernel (no getlk/setlk handlers), so no
   /// lock owner needs the flush to drop its locks.
   func opened(_ fd: Int32, flags: Int32, inode: Inode) -> OpenedFile {
+    // O_TRUNC came with the open (the kernel sends no truncate of its own): what it freed
+    // leaves the books now. A new file (nothing allocated) needs no measuring.
+    if flags & O_TRUNC != 0, inode.allocated.withLock({ $0 }) > 0 { account(inode, fd: fd) }
     let direct = flags & Linux.openDirect != 0
     let mayPassthrough =
       passthrough.isAvailable && inode.isRegularFile && !direct && flags & O_ACCMODE == O_RDONLY
@@ -77,12 +80,15 @@ extension SandboxFilesystem {
       mode.cachedHandles += 1
       return (direct ? .direct : .cached, nil)
     }
-    // A writer joining passthrough readers must be passthrough too, but with
-    // FOPEN_DIRECT_IO, which the kernel puts first: its reads and writes come to the
-    // daemon and its quota (its shared mmaps alone go to the backing file).
-    let writerJoining = kind == .passthrough && flags & O_ACCMODE != O_RDONLY
+    // A handle joining passthrough handles must be one too (the kernel refuses to mix),
+    // but a writer's, or an O_DIRECT one's, with FOPEN_DIRECT_IO, which the kernel puts
+    // first: its I/O comes to the daemon, its checks and its quota (a writer's shared
+    // mmaps alone go to the backing file). A plain passthrough handle would also hand the
+    // caller's O_DIRECT to the backing file, and ext4 refuses unaligned direct I/O
+    // (EINVAL).
+    let throughDaemon = kind == .passthrough && (flags & O_ACCMODE != O_RDONLY || direct)
     return OpenedFile(
-      handle: kind.handle(fd), keepCache: kind == .cached, directIO: kind == .direct || writerJoining, noFlush: true,
+      handle: kind.handle(fd), keepCache: kind == .cached, directIO: kind == .direct || throughDaemon, noFlush: true,
       backing: backing)
   }
 

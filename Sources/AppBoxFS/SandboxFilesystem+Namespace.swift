@@ -11,7 +11,8 @@ import SandboxPolicy
 // Layout: nothing new at the container root; fixed directories are never removed,
 // renamed or replaced. Domains: a directory never changes domain (a rename or exchange
 // that would move one is EXDEV, which `mv` and Foundation answer by copying); files may
-// move (and be exchanged) between domains, and their bytes move with them.
+// move (and be exchanged) between domains, and their bytes move with them, unless they
+// have more than one link (links stay within a domain: EXDEV).
 
 extension SandboxFilesystem {
   /// `mknod` (regular files, fifos, sockets; devices when the caller may): +1 lookup.
@@ -102,7 +103,7 @@ extension SandboxFilesystem {
     try checkCanRemove(name, in: directory)
     let st = try Sys.fstatat(directory.fd, name, AT_SYMLINK_NOFOLLOW)
     try Sys.unlinkat(directory.fd, name, 0)
-    untrack(st, domain: directory.domain)
+    untrack(st, name: CName(name).bytes, in: directory)
     account(directory, fd: directory.fd)
   }
 
@@ -112,7 +113,7 @@ extension SandboxFilesystem {
     try checkCanRemove(name, in: directory)
     let st = try Sys.fstatat(directory.fd, name, AT_SYMLINK_NOFOLLOW)
     try Sys.unlinkat(directory.fd, name, AT_REMOVEDIR)
-    untrack(st, domain: directory.domain)
+    untrack(st, name: CName(name).bytes, in: directory)
     account(directory, fd: directory.fd)
   }
 
@@ -130,19 +131,21 @@ extension SandboxFilesystem {
     let target = try? Sys.fstatat(to.fd, newName, AT_SYMLINK_NOFOLLOW)
     let exchange = flags & Linux.renameExchange != 0
     if from.domain != to.domain {
+      // A directory never changes domain, and a file with other links would leave them
+      // behind (hard links stay within a domain, so its bytes are charged to one).
       let moves = [source] + (exchange ? target.map { [$0] } ?? [] : [])
-      if moves.contains(where: { $0.st_mode & S_IFMT == S_IFDIR }) { throw .crossDevice }
+      if moves.contains(where: { $0.st_mode & S_IFMT == S_IFDIR || $0.st_nlink > 1 }) { throw .crossDevice }
     }
     // The target directory may grow by a name; a rename is not refused for it (what a
     // full sandbox cannot reserve is purged afterwards, if anything is purgeable).
     let room = reserve(AllocationBlocks.size, domain: to.domain)
     try Sys.renameat2(from.fd, name, to.fd, newName, flags)
     if exchange, let target {
-      moved(source, to: CName(newName).bytes, in: to, from: from)
-      moved(target, to: CName(name).bytes, in: from, from: to)
-    } else {
-      if let target, target.st_ino != source.st_ino { untrack(target, domain: to.domain) }
-      moved(source, to: CName(newName).bytes, in: to, from: from)
+      moved(source, from: CName(name).bytes, in: from, to: CName(newName).bytes, in: to)
+      moved(target, from: CName(newName).bytes, in: to, to: CName(name).bytes, in: from)
+    } else if target?.st_ino != source.st_ino {  // two names of one file: nothing moves
+      if let target { untrack(target, name: CName(newName).bytes, in: to) }
+      moved(source, from: CName(name).bytes, in: from, to: CName(newName).bytes, in: to)
     }
     if to !== from { account(from, fd: from.fd) }
     settle(room, to, fd: to.fd)
@@ -158,7 +161,7 @@ extension SandboxFilesystem {
     if inode.domain != directory.domain { throw .crossDevice }
     let room = try reserveRoom(in: directory)
     try Sys.link(inode.fd, directory.fd, newName)
-    linked(inode)
+    linked(inode, as: CName(newName).bytes, in: directory)
     settle(room, directory, fd: directory.fd)
     return try lookupEntry(in: directory, name: newName)
   }

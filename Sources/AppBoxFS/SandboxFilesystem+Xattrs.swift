@@ -38,7 +38,11 @@ extension SandboxFilesystem {
     return XattrNameMapping.backingName(forMountName: mountName).map { CChar(bitPattern: $0) } + [0]
   }
 
-  /// `setxattr`.
+  /// `setxattr`. Attributes take space: a value that does not fit in the backing inode
+  /// gets a block of its own (ext4), which `du` counts. For a program's attribute a block
+  /// is reserved as for a `mkdir` once the name is accepted (purging if it is not free, but
+  /// never refused for it: most values fit in the inode); AppBox's own attributes (short
+  /// values, checked first) reserve nothing. Either way the change is measured afterwards.
   public func setxattr(
     _ ctx: RequestContext, node: NodeID, name: UnsafePointer<CChar>, value: UnsafeRawBufferPointer, flags: Int32
   ) throws(Errno) {
@@ -81,7 +85,7 @@ extension SandboxFilesystem {
     return list
   }
 
-  /// `removexattr`.
+  /// `removexattr`; the block an attribute had may be freed, so the change is measured.
   public func removexattr(_ ctx: RequestContext, node: NodeID, name: UnsafePointer<CChar>) throws(Errno) {
     let inode = inodes.inode(node)
     if let attribute = AppBoxAttribute(name: CName(name)) {

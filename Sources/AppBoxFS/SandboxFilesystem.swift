@@ -37,6 +37,9 @@ public final class SandboxFilesystem: FuseFilesystem {
   let passthrough = PassthroughFiles()
   /// Files open in passthrough mode now.
   let passthroughFiles = Atomic<Int>(0)
+  /// The names of Caches and tmp files with more than one link, to put them back on the
+  /// purge catalog when they are down to one.
+  let linkNames = LinkNames()
   /// How many inodes the kernel may hold before AppBox asks it to drop some: each holds
   /// an `O_PATH` descriptor, and the process may open only so many.
   let descriptorBudget = max(64, Int(ResourceLimits.openFiles) * 3 / 4 - 64)
