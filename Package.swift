@@ -8,7 +8,7 @@ import PackageDescription
 let package = Package(
   name: "AppBox",
   products: [
-    .executable(name: "appbox", targets: ["appbox"]),
+    .executable(name: "appbox", targets: ["appbox"])
   ],
   targets: [
     .systemLibrary(
@@ -22,13 +22,13 @@ let package = Package(
     .target(name: "SandboxPolicy"),
     .target(name: "FuseBridge", dependencies: ["CFuse", "CFuseDevice", "Posix"]),
     .target(name: "AppBoxFS", dependencies: ["FuseBridge", "Posix", "SandboxPolicy"]),
-    .target(name: "AppBoxCLI", dependencies: ["AppBoxFS", "Posix", "SandboxPolicy"]),
+    .target(name: "AppBoxCLI", dependencies: ["AppBoxFS", "FuseBridge", "Posix", "SandboxPolicy"]),
     .executableTarget(name: "appbox", dependencies: ["AppBoxCLI"]),
     .executableTarget(
       name: "purge-catalog-bench", dependencies: ["SandboxPolicy"], path: "bench/purge-catalog",
       exclude: ["README.md"]),
     .testTarget(name: "SandboxPolicyTests", dependencies: ["SandboxPolicy"]),
-    .testTarget(name: "MountTests", dependencies: ["appbox", "Posix", "SandboxPolicy"]),
+    .testTarget(name: "MountTests", dependencies: ["appbox", "CPosixShim", "Posix", "SandboxPolicy"]),
     .testTarget(name: "FuseDeviceTests", dependencies: ["CFuseDevice"]),
   ]
 )
