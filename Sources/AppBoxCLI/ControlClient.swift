@@ -59,7 +59,7 @@ enum ControlClient {
 
   /// Sends one request and returns the daemon's JSON reply, once the peer is known to be
   /// the mount's daemon.
-  static func send(_ request: String, to target: Target) throws(CLIError) -> String {
+  static func send(_ request: String, to target: Target, timeoutSeconds: Int? = 60) throws(CLIError) -> String {
     let fd: Int32
     do { fd = try UnixSocket.connect(to: target.files.socket) } catch {
       if error == .accessDenied || error == .notPermitted {
@@ -69,6 +69,11 @@ enum ControlClient {
     }
     defer { Sys.close(fd) }
     try verifyPeer(fd, of: target)
+    if let timeoutSeconds {
+      do { try UnixSocket.setTimeouts(fd, milliseconds: timeoutSeconds * 1000) } catch {
+        throw CLIError(.osError, "cannot set a timeout on the control connection: \(error)")
+      }
+    }
     UnixSocket.writeAll(fd, Array((request + "\n").utf8))
     let reply = String(decoding: UnixSocket.readLine(fd) ?? [], as: UTF8.self)
     guard reply.hasPrefix("{\"ok\":true") else {
@@ -76,7 +81,10 @@ enum ControlClient {
       if message == "not the owner of this mount" {
         throw CLIError(.noPermission, "only the user who mounted \(target.mountpoint) (or root) may control it")
       }
-      throw CLIError(.failure, message ?? "the daemon gave no answer")
+      guard let message else {
+        throw CLIError(.busy, "the daemon of \(target.mountpoint) gave no answer")
+      }
+      throw CLIError(.failure, message)
     }
     return reply
   }

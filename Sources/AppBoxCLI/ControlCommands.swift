@@ -79,7 +79,9 @@ enum ControlCommands {
     case (nil, nil, true, let domain?): request = "purge domain \(domain)"
     default: throw CLIError(.usage, "choose one of --bytes, --domain D --all, --older-than\n\(usage)")
     }
-    let reply = ControlClient.object(try ControlClient.send(request, to: try ControlClient.target(mountpoint)))
+    // A large purge takes as long as its unlinks: no timeout.
+    let reply = ControlClient.object(
+      try ControlClient.send(request, to: try ControlClient.target(mountpoint), timeoutSeconds: nil))
     let files = reply["files"] as? Int ?? 0
     let freed = (reply["bytes"] as? NSNumber)?.int64Value ?? 0
     print("purged \(files) file\(files == 1 ? "" : "s"), \(ByteCount(freed).formatted)")

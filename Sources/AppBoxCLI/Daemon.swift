@@ -39,7 +39,8 @@ struct Daemon {
     Sys.umask(0)
     ResourceLimits.raiseOpenFiles()
     let backing = request.backing!
-    // Before anything touches the backing directory: one mount per backing directory.
+    // Before anything touches the backing directory: one mount per backing directory. The
+    // lock's descriptor is never closed: the kernel releases it when the daemon exits.
     _ = try BackingLock.acquire(backing)
     let filesystem: SandboxFilesystem
     do {
