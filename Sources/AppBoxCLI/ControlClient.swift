@@ -96,8 +96,9 @@ enum ControlClient {
     do { peer = try UnixSocket.peerCredentials(fd) } catch {
       throw CLIError(.osError, "cannot identify the process behind \(target.files.socket): \(error)")
     }
+    // The daemon writes its pid file before it mounts, so a live daemon always has one.
     let daemon = target.files.daemonPID
-    guard peer.uid == target.owner || peer.uid == 0, daemon == nil || daemon == peer.pid else {
+    guard peer.uid == target.owner || peer.uid == 0, let daemon, daemon == peer.pid else {
       throw CLIError(
         .busy,
         "the control socket \(target.files.socket) is served by process \(peer.pid) (uid \(peer.uid)), not by the daemon of \(target.mountpoint)"

@@ -47,7 +47,7 @@ struct MountRequest {
                                   $XDG_DATA_HOME/appbox/containers/NAME, NAME = the mountpoint's last component)
       --foreground                stay attached (default: return once the mount is ready)
       -o OPTIONS                  FUSE options, e.g. -o allow_other
-      --capacity SIZE             the sandbox's capacity, e.g. 500M, 2G (default 4G)
+      --capacity SIZE             the sandbox's capacity, e.g. 500M, 2G (default 4G, at least 1M)
       --unlocked                  start UNLOCKED instead of BFU
       --grace DURATION            GRACE after a lock, e.g. 10s, 0 (default 10s)
       --cx-timeout DURATION       locked time before completeWhenUserInactive closes (default 60s)
@@ -63,6 +63,8 @@ struct MountRequest {
       --busy-poll MICROSECONDS    while a program's requests come back to back, poll
                                   this long for the next before sleeping (default 30,
                                   or 0 on a single CPU; 0 = never, at most 1000)
+
+    DURATION is e.g. 10s, 5m, 2h, 3d or 1h30m, at most 36500d.
     """
 
   /// Parses the arguments after `mount`.
