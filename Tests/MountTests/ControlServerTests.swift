@@ -137,4 +137,22 @@ struct ControlServerTests {
     _ = try fixture.status()
     try fixture.unmount()
   }
+
+  @Test("past 16 connections at once the daemon answers busy at once, and serves again when they close")
+  func connectionBound() throws {
+    let fixture = try MountFixture.unlocked()
+    let socket = ControlFiles.path(for: fixture.mountpoint, "sock")
+    var idle: [Int32] = []
+    defer { idle.forEach { close($0) } }
+    for _ in 0..<16 { idle.append(try UnixSocket.connect(to: socket)) }
+    let extra = try UnixSocket.connect(to: socket)
+    defer { close(extra) }
+    try UnixSocket.setTimeouts(extra, milliseconds: 3000)
+    let reply = String(decoding: UnixSocket.readLine(extra) ?? [], as: UTF8.self)
+    #expect(reply.contains("busy"), "the 17th connection got: \(reply)")
+    idle.forEach { close($0) }
+    idle = []
+    #expect(MountFixtureWait.until { (try? fixture.status()) != nil }, "status after the idle clients left")
+    try fixture.unmount()
+  }
 }
