@@ -25,7 +25,7 @@ let package = Package(
     .target(name: "SandboxPolicy"),
     .target(name: "FuseBridge", dependencies: ["CFuse", "CFuseDevice", "Posix"]),
     .target(name: "AppBoxFS", dependencies: ["FuseBridge", "Posix", "SandboxPolicy"]),
-    .target(name: "AppBoxCLI", dependencies: ["AppBoxFS", "Posix", "SandboxPolicy"]),
+    .target(name: "AppBoxCLI", dependencies: ["AppBoxFS", "FuseBridge", "Posix", "SandboxPolicy"]),
     .executableTarget(name: "appbox", dependencies: ["AppBoxCLI"]),
     // AppBoxKit: Apple's storage calls for programs' own Swift code, backed by the mount.
     // PlainFoundation reaches Foundation's members that AppBoxKit declares again.
@@ -36,7 +36,8 @@ let package = Package(
       name: "purge-catalog-bench", dependencies: ["SandboxPolicy"], path: "bench/purge-catalog",
       exclude: ["README.md"]),
     .testTarget(name: "SandboxPolicyTests", dependencies: ["SandboxPolicy"]),
-    .testTarget(name: "MountTests", dependencies: ["appbox", "appbox-storage-example", "Posix", "SandboxPolicy"]),
+    .testTarget(
+      name: "MountTests", dependencies: ["appbox", "appbox-storage-example", "CPosixShim", "Posix", "SandboxPolicy"]),
     .testTarget(name: "FuseDeviceTests", dependencies: ["CFuseDevice"]),
     .testTarget(name: "AppBoxKitTests", dependencies: ["AppBoxKit", "Posix", "appbox"]),
   ]

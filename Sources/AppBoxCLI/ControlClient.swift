@@ -1,50 +1,109 @@
 import Foundation
 import Posix
 
-/// The CLI's end of the control channel.
+/// The CLI's end of the control channel. It believes only the daemon of the mount: the
+/// mount table names the mount's owner, the socket must sit in that owner's private
+/// runtime directory, and the process that answers must run as that owner (or root) and
+/// be the daemon its pid file names.
 enum ControlClient {
   /// A mounted AppBox sandbox, found from its mountpoint.
   struct Target {
+    /// The resolved mountpoint.
     let mountpoint: String
+    /// Who mounted it (the kernel's `user_id=`).
+    let owner: uid_t
+    /// The daemon's runtime files.
     let files: MountFiles
   }
 
-  /// Resolves `path` to a mounted AppBox sandbox and its runtime files.
+  /// Resolves `path` to a mounted AppBox sandbox that the caller may control, and its
+  /// daemon's runtime files.
   static func target(_ path: String) throws(CLIError) -> Target {
-    guard let resolved = realpath(path, nil) else { throw CLIError(.noInput, "\(path) does not exist") }
-    let mountpoint = String(cString: resolved)
-    free(resolved)
-    guard let mount = MountTable.mount(at: mountpoint), mount.type == "fuse.appbox" else {
-      throw CLIError(.busy, "\(mountpoint) is not an AppBox mount (mount one with appbox mount \(mountpoint))")
+    let mountpoint = try ownedMount(path)
+    let owner = mountpoint.owner
+    let me = Sys.effectiveUID
+    var directories = owner == me ? [try RuntimeDirectory.current()] : []
+    directories += RuntimeDirectory.standard(for: owner).filter { $0.path != directories.first?.path }
+    for directory in directories where directory.isPrivate(to: owner) {
+      let files = directory.files(for: mountpoint.path)
+      guard let st = try? Sys.lstatPath(files.socket) else { continue }
+      if st.st_mode & S_IFMT == S_IFSOCK && st.st_uid == owner {
+        return Target(mountpoint: mountpoint.path, owner: owner, files: files)
+      }
     }
-    var files = try RuntimeDirectory.current().files(for: mountpoint)
-    if geteuid() == 0, access(files.socket, F_OK) != 0, let other = RuntimeDirectory.othersFiles(for: mountpoint) {
-      files = other
-    }
-    return Target(mountpoint: mountpoint, files: files)
+    let places =
+      directories.isEmpty ? "uid \(owner)'s runtime directory" : directories.map(\.path).joined(separator: ", ")
+    throw CLIError(
+      .busy,
+      "no AppBox daemon of \(mountpoint.path) found in \(places)"
+        + (owner == me ? "" : "; run the command as the user who mounted it (uid \(owner))"))
   }
 
-  /// Sends one request and returns the daemon's JSON reply.
-  static func send(_ request: String, to target: Target) throws(CLIError) -> String {
+  /// Resolves `path` to an AppBox mountpoint and its owner; refuses a caller who is
+  /// neither the owner nor root (77).
+  static func ownedMount(_ path: String) throws(CLIError) -> (path: String, owner: uid_t) {
+    let mountpoint: String
+    do { mountpoint = try Sys.realpath(path) } catch { throw CLIError(.noInput, "\(path): \(error)") }
+    guard let mount = try MountTable.mount(at: mountpoint), mount.type == "fuse.appbox" else {
+      throw CLIError(.busy, "\(mountpoint) is not an AppBox mount (mount one with appbox mount \(mountpoint))")
+    }
+    guard let owner = mount.ownerUID else {
+      throw CLIError(.failure, "the mount table names no owner (user_id) for \(mountpoint)")
+    }
+    let me = Sys.effectiveUID
+    guard me == owner || me == 0 else {
+      throw CLIError(.noPermission, "only the user who mounted \(mountpoint) (uid \(owner)) or root may control it")
+    }
+    return (mountpoint, owner)
+  }
+
+  /// Sends one request and returns the daemon's JSON reply, once the peer is known to be
+  /// the mount's daemon.
+  static func send(_ request: String, to target: Target, timeoutSeconds: Int? = 60) throws(CLIError) -> String {
     let fd: Int32
     do { fd = try UnixSocket.connect(to: target.files.socket) } catch {
       if error == .accessDenied || error == .notPermitted {
         throw CLIError(.noPermission, "only the user who mounted \(target.mountpoint) (or root) may control it")
       }
-      throw CLIError(
-        .busy, "no AppBox daemon answers for \(target.mountpoint) (\(error)); was it mounted by another user?")
+      throw CLIError(.busy, "no AppBox daemon answers for \(target.mountpoint) (\(error))")
     }
-    defer { close(fd) }
+    defer { Sys.close(fd) }
+    try verifyPeer(fd, of: target)
+    if let timeoutSeconds {
+      do { try UnixSocket.setTimeouts(fd, milliseconds: timeoutSeconds * 1000) } catch {
+        throw CLIError(.osError, "cannot set a timeout on the control connection: \(error)")
+      }
+    }
     UnixSocket.writeAll(fd, Array((request + "\n").utf8))
-    let reply = String(decoding: UnixSocket.readLine(fd), as: UTF8.self)
+    let reply = String(decoding: UnixSocket.readLine(fd) ?? [], as: UTF8.self)
     guard reply.hasPrefix("{\"ok\":true") else {
-      let message = (try? JSONSerialization.jsonObject(with: Data(reply.utf8)) as? [String: Any])?["error"] as? String
+      let message = object(reply)["error"] as? String
       if message == "not the owner of this mount" {
         throw CLIError(.noPermission, "only the user who mounted \(target.mountpoint) (or root) may control it")
       }
-      throw CLIError(.failure, message ?? "the daemon gave no answer")
+      guard let message else {
+        throw CLIError(.busy, "the daemon of \(target.mountpoint) gave no answer")
+      }
+      throw CLIError(.failure, message)
     }
     return reply
+  }
+
+  /// Refuses a peer that is not the mount's daemon: it must run as the mount's owner (or
+  /// root), and be the process the daemon's pid file names.
+  static func verifyPeer(_ fd: Int32, of target: Target) throws(CLIError) {
+    let peer: UnixSocket.PeerCredentials
+    do { peer = try UnixSocket.peerCredentials(fd) } catch {
+      throw CLIError(.osError, "cannot identify the process behind \(target.files.socket): \(error)")
+    }
+    // The daemon writes its pid file before it mounts, so a live daemon always has one.
+    let daemon = target.files.daemonPID
+    guard peer.uid == target.owner || peer.uid == 0, let daemon, daemon == peer.pid else {
+      throw CLIError(
+        .busy,
+        "the control socket \(target.files.socket) is served by process \(peer.pid) (uid \(peer.uid)), not by the daemon of \(target.mountpoint)"
+      )
+    }
   }
 
   /// The reply as a dictionary.

@@ -24,9 +24,12 @@ enum ControlCommands {
     let json = arguments.contains("--json")
     let mountpoint = try single(arguments.filter { $0 != "--json" }, usage: usage)
     let reply = try ControlClient.send("status", to: try ControlClient.target(mountpoint))
-    let status = ControlClient.object(reply)["status"] as? [String: Any] ?? [:]
+    guard let status = ControlClient.object(reply)["status"] as? [String: Any],
+      let start = reply.range(of: "\"status\":")?.upperBound, reply.hasSuffix("}")
+    else {
+      throw CLIError(.failure, "the daemon's reply has no status: \(reply.prefix(200))")
+    }
     if json {
-      let start = reply.range(of: "\"status\":")!.upperBound
       print(String(reply[start..<reply.index(before: reply.endIndex)]))
       return .success
     }
@@ -76,7 +79,9 @@ enum ControlCommands {
     case (nil, nil, true, let domain?): request = "purge domain \(domain)"
     default: throw CLIError(.usage, "choose one of --bytes, --domain D --all, --older-than\n\(usage)")
     }
-    let reply = ControlClient.object(try ControlClient.send(request, to: try ControlClient.target(mountpoint)))
+    // A large purge takes as long as its unlinks: no timeout.
+    let reply = ControlClient.object(
+      try ControlClient.send(request, to: try ControlClient.target(mountpoint), timeoutSeconds: nil))
     let files = reply["files"] as? Int ?? 0
     let freed = (reply["bytes"] as? NSNumber)?.int64Value ?? 0
     print("purged \(files) file\(files == 1 ? "" : "s"), \(ByteCount(freed).formatted)")
@@ -89,21 +94,28 @@ enum ControlCommands {
     let mountpoint = try single(
       arguments.filter { $0 != "--follow" && $0 != "-f" }, usage: "usage: appbox events [--follow] MOUNTPOINT")
     let target = try ControlClient.target(mountpoint)
-    let fd = open(target.files.events, O_RDONLY | O_CLOEXEC)
-    guard fd >= 0 else {
-      if errno == ENOENT { return .success }  // nothing recorded yet
-      throw CLIError(.noPermission, "cannot read \(target.files.events): \(String(cString: strerror(errno)))")
+    let fd: Int32
+    do { fd = try Sys.open(target.files.events, O_RDONLY | O_NOFOLLOW) } catch {
+      if error == .noEntry { return .success }  // nothing recorded yet
+      throw CLIError(.noPermission, "cannot read \(target.files.events): \(error)")
     }
-    defer { close(fd) }
+    defer { Sys.close(fd) }
+    // The daemon creates its event log; believe no other file.
+    guard let st = try? Sys.fstat(fd), st.st_mode & S_IFMT == S_IFREG, st.st_uid == target.owner else {
+      throw CLIError(.noPermission, "\(target.files.events) is not the event log of \(target.mountpoint)'s daemon")
+    }
     var buffer = [UInt8](repeating: 0, count: 1 << 16)
     while true {
-      let count = read(fd, &buffer, buffer.count)
+      let count: Int
+      do { count = try buffer.withUnsafeMutableBytes { (raw) throws(Errno) -> Int in try Sys.read(fd, raw) } } catch {
+        throw CLIError(.osError, "cannot read \(target.files.events): \(error)")
+      }
       if count > 0 {
         FileHandle.standardOutput.write(Data(buffer[..<count]))
         continue
       }
-      guard follow, MountTable.mount(at: target.mountpoint) != nil else { return .success }
-      usleep(100_000)
+      guard follow, try MountTable.mount(at: target.mountpoint) != nil else { return .success }
+      Clock.sleep(seconds: 0.1)
     }
   }
 
@@ -120,19 +132,32 @@ enum ControlCommands {
     guard let protectionClass = ProtectionClass(parsing: name) else {
       throw CLIError(.badValue, "unknown class \(name): \(ProtectionClassNames.help)")
     }
+    try requireInsideMount(path)
     do {
       try Xattr.set(path: path, name: AppBoxAttribute.protection.name, value: Array(protectionClass.name.utf8))
     } catch {
       switch error {
       case .notPermitted:
         throw CLIError(
-          .noPermission, "\(path): its current class is not accessible in the device's state (unlock first)")
+          .failure, "\(path): its current class is not accessible in the device's state (unlock first)")
       case .noEntry: throw CLIError(.noInput, "\(path) does not exist")
-      default: throw CLIError(.failure, "\(path): \(error) (is it inside an AppBox mount?)")
+      default: throw CLIError(.failure, "\(path): \(error)")
       }
     }
     print("\(path): \(protectionClass.name)")
     return .success
+  }
+
+  /// Refuses a path that is not inside an AppBox mount (66): setting the attribute on an
+  /// ordinary file would only add a meaningless `user.` attribute to it.
+  static func requireInsideMount(_ path: String) throws(CLIError) {
+    let st: stat
+    do { st = try Sys.statPath(path) } catch {
+      throw CLIError(.noInput, error == .noEntry ? "\(path) does not exist" : "\(path): \(error)")
+    }
+    guard try MountTable.mounts().contains(where: { $0.type == "fuse.appbox" && $0.deviceNumber == st.st_dev }) else {
+      throw CLIError(.noInput, "\(path) is not inside an AppBox mount")
+    }
   }
 
   static func single(_ arguments: [String], usage: String) throws(CLIError) -> String {

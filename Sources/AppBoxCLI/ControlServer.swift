@@ -2,31 +2,64 @@ import AppBoxFS
 import Foundation
 import Posix
 import SandboxPolicy
+import Synchronization
 
 /// The daemon's end of the control channel: a Unix socket, mode 0600 in a 0700 runtime
 /// directory, that only the mounting user (or root) can reach; the peer's uid is checked
 /// again on every connection. One request line in, one JSON line out.
 ///
 /// Requests: `lock`, `unlock`, `status`, `purge bytes N`, `purge domain caches|tmp`,
-/// `purge older-than SECONDS [caches|tmp]`.
-final class ControlServer: @unchecked Sendable {
-  // @unchecked: `listener` is set once before the thread starts and read only by it.
+/// `purge older-than SECONDS [caches|tmp]`. Connections are served concurrently, each on
+/// a thread of its own with a read timeout, so an idle client holds up no one; at most
+/// ``maximumConnections`` at a time. Anything else a client sends gets an error reply and
+/// changes nothing.
+final class ControlServer: Sendable {
   private let listener: Int32
   private let filesystem: SandboxFilesystem
-  private let owner = geteuid()
+  private let owner = Sys.effectiveUID
+  /// Connections being served now.
+  private let active = Mutex(0)
+
+  /// Connections served at once; more are answered "busy" and closed.
+  static let maximumConnections = 16
+  /// How long a client may take to send its request, and to take the reply.
+  static let timeoutMilliseconds = 5_000
+  /// The longest request line.
+  static let maximumRequestBytes = 4096
 
   init(path: String, filesystem: SandboxFilesystem) throws(Errno) {
     listener = try UnixSocket.listen(at: path)
     self.filesystem = filesystem
   }
 
-  /// Serves connections on a thread of its own until the process ends.
+  /// Accepts connections on a thread of its own until the process ends.
   func start() {
     let thread = Thread { [self] in
       while true {
-        guard let connection = try? UnixSocket.accept(listener) else { continue }
-        serve(connection)
-        close(connection)
+        let connection: Int32
+        do { connection = try UnixSocket.accept(listener) } catch {
+          // Out of descriptors or memory: give the served connections time to end
+          // instead of spinning on the pending one.
+          Clock.sleep(seconds: 0.05)
+          continue
+        }
+        let admitted = active.withLock { count in
+          guard count < Self.maximumConnections else { return false }
+          count += 1
+          return true
+        }
+        guard admitted else {
+          reply(connection, Self.error("busy: too many control connections, try again"))
+          Sys.close(connection)
+          continue
+        }
+        let worker = Thread { [self] in
+          serve(connection)
+          Sys.close(connection)
+          active.withLock { $0 -= 1 }
+        }
+        worker.name = "appbox-control-connection"
+        worker.start()
       }
     }
     thread.name = "appbox-control"
@@ -34,43 +67,62 @@ final class ControlServer: @unchecked Sendable {
   }
 
   private func serve(_ connection: Int32) {
+    do { try UnixSocket.setTimeouts(connection, milliseconds: Self.timeoutMilliseconds) } catch {
+      return  // without a timeout a client could hold this thread forever
+    }
     guard let peer = UnixSocket.peerUID(connection), peer == owner || peer == 0 else {
-      UnixSocket.writeAll(connection, Array("{\"ok\":false,\"error\":\"not the owner of this mount\"}\n".utf8))
+      reply(connection, Self.error("not the owner of this mount"))
       return
     }
-    let request = String(decoding: UnixSocket.readLine(connection), as: UTF8.self)
-    UnixSocket.writeAll(connection, Array((handle(request) + "\n").utf8))
+    guard let line = UnixSocket.readLine(connection, limit: Self.maximumRequestBytes) else {
+      reply(connection, Self.error("request longer than \(Self.maximumRequestBytes) bytes"))
+      return
+    }
+    reply(connection, handle(String(decoding: line, as: UTF8.self)))
+  }
+
+  private func reply(_ connection: Int32, _ text: String) {
+    UnixSocket.writeAll(connection, Array((text + "\n").utf8))
+  }
+
+  /// An error reply.
+  static func error(_ message: String) -> String {
+    "{\"ok\":false,\"error\":\(JSONText.quoted(message))}"
   }
 
   /// Answers one request.
   func handle(_ request: String) -> String {
     let words = request.split(separator: " ").map(String.init)
-    switch words.first {
-    case "lock":
+    switch (words.first, words.count) {
+    case ("lock", 1):
       return "{\"ok\":true,\"state\":\(JSONText.quoted(filesystem.lock().name))}"
-    case "unlock":
+    case ("unlock", 1):
       return "{\"ok\":true,\"state\":\(JSONText.quoted(filesystem.unlock().name))}"
-    case "status":
+    case ("status", 1):
       return "{\"ok\":true,\"status\":\(filesystem.statusJSON())}"
-    case "purge":
+    case ("purge", _):
       guard let purge = Self.purgeRequest(Array(words.dropFirst())) else {
-        return "{\"ok\":false,\"error\":\(JSONText.quoted("bad purge request: \(request)"))}"
+        return Self.error("bad purge request: \(request.prefix(200))")
       }
       let (files, bytes) = filesystem.purge(purge)
       return "{\"ok\":true,\"files\":\(files),\"bytes\":\(bytes)}"
     default:
-      return "{\"ok\":false,\"error\":\(JSONText.quoted("unknown request: \(request)"))}"
+      return Self.error("unknown request: \(request.prefix(200))")
     }
   }
 
+  /// A purge request's words, checked: a byte count from 0 up, an age from 0 to
+  /// ``MountRequest/maximumDuration`` seconds, a purgeable domain.
   static func purgeRequest(_ words: [String]) -> PurgeRequest? {
     switch (words.first, words.count) {
     case ("bytes", 2):
-      return Int64(words[1]).map { .bytes($0) }
+      guard let bytes = Int64(words[1]), bytes >= 0 else { return nil }
+      return .bytes(bytes)
     case ("domain", 2):
       return StorageDomain(machineName: words[1]).flatMap { $0.isPurgeable ? .domain($0) : nil }
     case ("older-than", 2), ("older-than", 3):
-      guard let seconds = Double(words[1]) else { return nil }
+      guard let seconds = Double(words[1]), seconds.isFinite, seconds >= 0, seconds <= MountRequest.maximumDuration
+      else { return nil }
       let domain = words.count == 3 ? StorageDomain(machineName: words[2]) : nil
       if words.count == 3 && domain?.isPurgeable != true { return nil }
       return .olderThan(seconds: seconds, domain: domain)

@@ -17,20 +17,19 @@ struct Daemon {
     do {
       session = try start(configuration)
     } catch {
-      if let fd = request.readyFD {
-        ReadinessPipe.send(DaemonFailure(code: error.code, message: error.message).line, to: fd)
-      }
-      throw error
+      guard let fd = request.readyFD else { throw error }
+      // The parent prints the message (once) and exits with its code.
+      ReadinessPipe.send(DaemonFailure(code: error.code, message: error.message).line, to: fd)
+      return error.code
     }
-    try? String(getpid()).write(toFile: files.pid, atomically: true, encoding: .utf8)
     if let fd = request.readyFD {
       detachOutput()
       ReadinessPipe.send("ready\n", to: fd)
     }
     let result = session.run(configuration: configuration)
     session.unmount()
-    unlink(files.pid)
-    unlink(files.socket)
+    try? Sys.unlink(files.pid)  // gone already, or the next mount replaces it
+    try? Sys.unlink(files.socket)
     return result < 0 ? .failure : .success
   }
 
@@ -38,9 +37,12 @@ struct Daemon {
   private func start(_ configuration: FuseConfiguration) throws(CLIError) -> FuseSession {
     // Modes are created as given: a request's umask is set on its worker thread alone
     // (RequestContext.asCreator).
-    umask(0)
+    Sys.umask(0)
     ResourceLimits.raiseOpenFiles()
     let backing = request.backing!
+    // Before anything touches the backing directory: one mount per backing directory. The
+    // lock's descriptor is never closed: the kernel releases it when the daemon exits.
+    _ = try BackingLock.acquire(backing)
     let filesystem: SandboxFilesystem
     do {
       var options = request.sandbox
@@ -67,8 +69,14 @@ struct Daemon {
       throw CLIError(.osError, "cannot create the control socket \(files.socket): \(error)")
     }
     do {
+      try Sys.replaceFile(files.pid, with: Array("\(Sys.processID)\n".utf8), mode: 0o644)
+    } catch {
+      throw CLIError(.osError, "cannot write the pid file \(files.pid): \(error)")
+    }
+    do {
       try session.mount(request.mountpoint)
     } catch {
+      try? Sys.unlink(files.pid)  // this daemon ends here; a stale file names no live one
       throw CLIError(
         .osError,
         "the kernel refused to mount on \(request.mountpoint) (see the message above; allow_other without root needs user_allow_other in /etc/fuse.conf)"
@@ -79,10 +87,9 @@ struct Daemon {
 
   /// After readiness: standard output and error go to the mount's log file.
   private func detachOutput() {
-    let fd = open(files.log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)
-    guard fd >= 0 else { return }
-    dup2(fd, 1)
-    dup2(fd, 2)
-    close(fd)
+    guard let fd = try? Sys.open(files.log, O_WRONLY | O_CREAT | O_APPEND, 0o600) else { return }
+    try? Sys.dup2(fd, 1)  // without a log, output goes where it went
+    try? Sys.dup2(fd, 2)
+    Sys.close(fd)
   }
 }

@@ -9,6 +9,7 @@ import Posix
 enum MountCommand {
   static func run(_ arguments: [String]) throws(CLIError) -> ExitCode {
     var request = try MountRequest.parse(arguments)
+    request.readyFD = try ReadinessHandshake.inherited()
     let mountpoint = try checkedMountpoint(request.mountpoint)
     request.mountpoint = mountpoint
     try checkFuseDevice()
@@ -24,16 +25,13 @@ enum MountCommand {
 
   /// Resolves the mountpoint and refuses a missing one, a non-directory, or a busy one.
   static func checkedMountpoint(_ path: String) throws(CLIError) -> String {
-    guard let resolved = realpath(path, nil) else {
+    guard let absolute = try? Sys.realpath(path) else {
       throw CLIError(.noInput, "mountpoint \(path) does not exist: create it first (mkdir -p \(path))")
     }
-    defer { free(resolved) }
-    let absolute = String(cString: resolved)
-    var st = stat()
-    guard stat(absolute, &st) == 0, st.st_mode & S_IFMT == S_IFDIR else {
+    guard let st = try? Sys.statPath(absolute), st.st_mode & S_IFMT == S_IFDIR else {
       throw CLIError(.noInput, "mountpoint \(path) is not a directory")
     }
-    if let mount = MountTable.mount(at: absolute) {
+    if let mount = try MountTable.mount(at: absolute) {
       throw CLIError(
         .busy, "\(absolute) is already mounted (\(mount.type)); unmount it first (appbox unmount \(absolute))")
     }
@@ -42,15 +40,15 @@ enum MountCommand {
 
   /// Refuses to go on without a usable `/dev/fuse`.
   static func checkFuseDevice() throws(CLIError) {
-    let fd = open("/dev/fuse", O_RDWR | O_CLOEXEC)
-    guard fd >= 0 else {
-      let reason = String(cString: strerror(errno))
+    let fd: Int32
+    do { fd = try Sys.open("/dev/fuse", O_RDWR) } catch {
+      let reason = error.description
       throw CLIError(
         .unavailable,
         "FUSE is not available: cannot open /dev/fuse (\(reason)). Install fuse3 and load the fuse module; in a container, run with --device /dev/fuse --cap-add SYS_ADMIN"
       )
     }
-    close(fd)
+    Sys.close(fd)
   }
 
   /// The backing directory: the given one must exist and be usable; the default one is
@@ -72,19 +70,15 @@ enum MountCommand {
         throw CLIError(.noInput, "cannot create the default backing directory \(path): \(error.localizedDescription)")
       }
     }
-    guard let resolved = realpath(path, nil) else {
+    guard let absolute = try? Sys.realpath(path) else {
       throw CLIError(
         .noInput, "backing directory \(path) does not exist: create it, or leave out --backing for the default")
     }
-    defer { free(resolved) }
-    let absolute = String(cString: resolved)
-    var st = stat()
-    guard stat(absolute, &st) == 0, st.st_mode & S_IFMT == S_IFDIR else {
+    guard let st = try? Sys.statPath(absolute), st.st_mode & S_IFMT == S_IFDIR else {
       throw CLIError(.noInput, "backing directory \(path) is not a directory")
     }
-    guard access(absolute, R_OK | W_OK | X_OK) == 0 else {
-      throw CLIError(
-        .noInput, "backing directory \(path) is not readable and writable by you: \(String(cString: strerror(errno)))")
+    do { try Sys.access(absolute, R_OK | W_OK | X_OK) } catch {
+      throw CLIError(.noInput, "backing directory \(path) is not readable and writable by you: \(error)")
     }
     if absolute == mountpoint || mountpoint.hasPrefix(absolute + "/") || absolute.hasPrefix(mountpoint + "/") {
       throw CLIError(.usage, "the backing directory and the mountpoint must not contain each other")
@@ -92,23 +86,26 @@ enum MountCommand {
     return absolute
   }
 
-  /// Starts the daemon and waits until it reports the mount ready (or why it failed).
-  /// Starts the daemon: this binary again, as `mount ARGUMENTS --ready-fd 3`.
+  /// Starts the daemon (this binary again, as `mount ARGUMENTS`, the readiness pipe handed
+  /// over through the environment: ``ReadinessHandshake``) and waits until it reports the
+  /// mount ready (or why it failed).
   static func startInBackground(_ request: MountRequest, arguments: [String], files: MountFiles) throws(CLIError)
     -> ExitCode
   {
     let pipe: ReadinessPipe
     do throws(Errno) { pipe = try ReadinessPipe() } catch { throw CLIError(.osError, "cannot create a pipe: \(error)") }
-    let arguments = [Spawn.currentExecutable, "mount"] + arguments + ["--ready-fd", "3"]
+    let arguments = [Spawn.currentExecutable, "mount"] + arguments
     let pid: pid_t
     do {
-      pid = try Spawn.start(arguments[0], arguments, detach: true, passing: pipe.writeFD)
+      pid = try Spawn.start(
+        arguments[0], arguments, detach: true, passing: pipe.writeFD,
+        environment: [ReadinessHandshake.environmentEntry])
     } catch {
       throw CLIError(.osError, "cannot start the daemon: \(error)")
     }
-    close(pipe.writeFD)
+    Sys.close(pipe.writeFD)
     let message = String(decoding: pipe.readAll(), as: UTF8.self)
-    close(pipe.readFD)
+    Sys.close(pipe.readFD)
     if message.hasPrefix("ready") { return .success }
     let status = Spawn.wait(pid)
     if let failure = DaemonFailure(message) { throw CLIError(failure.code, failure.message) }

@@ -11,7 +11,8 @@ struct MountRequest {
   var foreground = false
   /// Extra FUSE mount options (validated against ``MountRequest/knownOptions``).
   var fuseOptions: [String] = []
-  /// Internal: the descriptor to report readiness on (set by the background parent).
+  /// Internal: the pipe to report readiness on, inherited from the background parent
+  /// (``ReadinessHandshake``); never taken from the command line.
   var readyFD: Int32?
   /// The sandbox's policies.
   var sandbox = SandboxOptions()
@@ -30,7 +31,14 @@ struct MountRequest {
     "noexec", "exec", "noatime", "atime", "relatime", "sync", "async", "dirsync", "debug",
   ]
   /// Options with a value (`name=value`).
-  static let knownValueOptions: Set<String> = ["fsname", "subtype", "max_read"]
+  static let knownValueOptions: Set<String> = ["max_read"]
+  /// Options AppBox sets itself: `fsname=appbox,subtype=appbox` is how `appbox` finds its
+  /// mounts (type `fuse.appbox`) to control them.
+  static let reservedOptions: Set<String> = ["fsname", "subtype"]
+  /// The smallest `--capacity`: room for the layout's directories and some files.
+  static let minimumCapacity: Int64 = 1 << 20
+  /// The longest duration an option takes (100 years, in seconds).
+  static let maximumDuration: Double = 36_500 * 86_400
 
   static let usage = """
     usage: appbox mount [OPTIONS] MOUNTPOINT
@@ -39,7 +47,7 @@ struct MountRequest {
                                   $XDG_DATA_HOME/appbox/containers/NAME, NAME = the mountpoint's last component)
       --foreground                stay attached (default: return once the mount is ready)
       -o OPTIONS                  FUSE options, e.g. -o allow_other
-      --capacity SIZE             the sandbox's capacity, e.g. 500M, 2G (default 4G)
+      --capacity SIZE             the sandbox's capacity, e.g. 500M, 2G (default 4G, at least 1M)
       --unlocked                  start UNLOCKED instead of BFU
       --grace DURATION            GRACE after a lock, e.g. 10s, 0 (default 10s)
       --cx-timeout DURATION       locked time before completeWhenUserInactive closes (default 60s)
@@ -55,6 +63,8 @@ struct MountRequest {
       --busy-poll MICROSECONDS    while a program's requests come back to back, poll
                                   this long for the next before sleeping (default 30,
                                   or 0 on a single CPU; 0 = never, at most 1000)
+
+    DURATION is e.g. 10s, 5m, 2h, 3d or 1h30m, at most 36500d.
     """
 
   /// Parses the arguments after `mount`.
@@ -75,13 +85,14 @@ struct MountRequest {
       case "--backing": request.backing = try value(argument)
       case "--foreground", "-f": request.foreground = true
       case "-o": request.fuseOptions += try parseOptions(try value(argument))
-      case "--ready-fd":
-        guard let fd = Int32(try value(argument)) else { throw CLIError(.usage, "--ready-fd needs a number") }
-        request.readyFD = fd
       case "--capacity":
         let text = try value(argument)
         do { request.sandbox.capacity = try ByteCount.parse(text).bytes } catch {
           throw CLIError(.badValue, "--capacity \(text): \(error) (use e.g. 500M or 2G)")
+        }
+        guard request.sandbox.capacity >= minimumCapacity else {
+          throw CLIError(
+            .badValue, "--capacity \(text): too small, the minimum is \(ByteCount(minimumCapacity).formatted) (1M)")
         }
       case "--unlocked": request.sandbox.startUnlocked = true
       case "--no-passthrough": request.passthrough = false
@@ -143,10 +154,16 @@ struct MountRequest {
     return request
   }
 
+  /// A duration option's value in seconds, at most ``maximumDuration``.
   static func duration(_ flag: String, _ text: String) throws(CLIError) -> Double {
-    do { return try DurationText.parse(text) } catch {
+    let seconds: Double
+    do { seconds = try DurationText.parse(text) } catch {
       throw CLIError(.badValue, "\(flag) \(text): \(error) (use e.g. 10s, 5m, 2h, 3d or 0)")
     }
+    guard seconds.isFinite, seconds >= 0, seconds <= maximumDuration else {
+      throw CLIError(.badValue, "\(flag) \(text): too long, the longest is 36500d (100 years)")
+    }
+    return seconds
   }
 
   static func percentage(_ flag: String, _ text: String) throws(CLIError) -> Percentage {
@@ -161,11 +178,20 @@ struct MountRequest {
     for option in list.split(separator: ",", omittingEmptySubsequences: true).map(String.init) {
       if let equals = option.firstIndex(of: "=") {
         let name = String(option[..<equals])
-        guard knownValueOptions.contains(name), option.index(after: equals) < option.endIndex else {
+        let value = option[option.index(after: equals)...]
+        if reservedOptions.contains(name) {
+          throw CLIError(
+            .usage,
+            "-o \(option): AppBox sets fsname and subtype itself (appbox finds its mounts by them); leave it out")
+        }
+        guard knownValueOptions.contains(name), !value.isEmpty else {
           throw CLIError(
             .usage,
             "unknown or empty mount option -o \(option) (known with a value: \(knownValueOptions.sorted().joined(separator: ", ")))"
           )
+        }
+        guard (UInt32(value) ?? 0) > 0 else {
+          throw CLIError(.badValue, "-o \(option): not a number of bytes from 1 to \(UInt32.max)")
         }
       } else if !knownOptions.contains(option) {
         throw CLIError(

@@ -1,26 +1,58 @@
-import Foundation
+import Posix
 
-/// Reads `/proc/self/mountinfo`.
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// Reads `/proc/self/mountinfo`, to its end (a `/proc` file comes a page per read).
 enum MountTable {
-  /// One mount: where, and its filesystem type (e.g. `fuse.appbox`).
+  /// One mount: where, its filesystem type (e.g. `fuse.appbox`), and what the kernel
+  /// recorded about it.
   struct Mount {
+    /// The mountpoint, unescaped.
     let mountpoint: String
+    /// The filesystem type, `fuse.SUBTYPE` for FUSE.
     let type: String
+    /// The device (`major:minor`), which `stat` reports as `st_dev` for every file on it.
+    let device: String
+    /// The superblock's options; FUSE's include `user_id=` and `group_id=`.
+    let superOptions: [String]
+
+    /// For a FUSE mount: the user who mounted it (`user_id=`, which the kernel sets from
+    /// the mounting process, so no one can claim another user's mount).
+    var ownerUID: uid_t? {
+      superOptions.first { $0.hasPrefix("user_id=") }.flatMap { uid_t($0.dropFirst("user_id=".count)) }
+    }
+
+    /// The device number `stat` reports for files on this mount.
+    var deviceNumber: dev_t? {
+      let parts = device.split(separator: ":")
+      guard parts.count == 2, let major = UInt64(parts[0]), let minor = UInt64(parts[1]) else { return nil }
+      // glibc's makedev.
+      let low: UInt64 = (minor & 0xff) | ((major & 0xfff) << 8)
+      let high: UInt64 = ((minor & ~0xff) << 12) | ((major & ~0xfff) << 32)
+      return dev_t(low | high)
+    }
   }
 
   /// Every current mount.
-  static func mounts() -> [Mount] {
-    guard let text = try? String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8) else { return [] }
-    return text.split(separator: "\n").compactMap { line in
-      let fields = line.split(separator: " ")
-      guard fields.count > 6, let dash = fields.firstIndex(of: "-"), dash + 1 < fields.count else { return nil }
-      return Mount(mountpoint: unescape(String(fields[4])), type: String(fields[dash + 1]))
+  static func mounts() throws(CLIError) -> [Mount] {
+    let bytes: [UInt8]
+    do { bytes = try Sys.readFile("/proc/self/mountinfo") } catch {
+      throw CLIError(.osError, "cannot read /proc/self/mountinfo: \(error)")
+    }
+    return bytes.split(separator: 0x0A).compactMap { line in
+      let fields = line.split(separator: 0x20).map { String(decoding: $0, as: UTF8.self) }
+      guard fields.count > 6, let dash = fields.firstIndex(of: "-"), dash + 3 < fields.count else { return nil }
+      return Mount(
+        mountpoint: unescape(fields[4]), type: fields[dash + 1], device: fields[2],
+        superOptions: fields[dash + 3].split(separator: ",").map(String.init))
     }
   }
 
   /// The mount at exactly `path`, if any (the last one, which is what is visible).
-  static func mount(at path: String) -> Mount? {
-    mounts().last { $0.mountpoint == path }
+  static func mount(at path: String) throws(CLIError) -> Mount? {
+    try mounts().last { $0.mountpoint == path }
   }
 
   /// mountinfo escapes space, tab, newline and backslash as `\ooo`.

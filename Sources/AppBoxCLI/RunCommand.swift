@@ -154,7 +154,7 @@ struct SandboxMount {
       }
       let path = String(cString: resolved)
       free(resolved)
-      if let mount = MountTable.mount(at: path) {
+      if let mount = try MountTable.mount(at: path) {
         guard mount.type == "fuse.appbox" else {
           throw CLIError(.busy, "\(path) is already mounted (\(mount.type)) and is not an AppBox sandbox")
         }
@@ -166,7 +166,7 @@ struct SandboxMount {
       try mount(plan.mountOptions, at: path, backing: nil)
       return SandboxMount(mountpoint: path, mountedHere: true, temporaryDirectory: nil)
     }
-    if let backing = plan.backing, let existing = Self.mount(serving: Self.resolved(backing)) {
+    if let backing = plan.backing, let existing = try Self.mount(serving: Self.resolved(backing)) {
       return reused(existing, plan)
     }
     let directory = try makeTemporaryDirectory()
@@ -261,8 +261,8 @@ struct SandboxMount {
   }
 
   /// The mountpoint of an AppBox mount of `backing` that we can control, if any.
-  static func mount(serving backing: String) -> String? {
-    MountTable.mounts().filter { $0.type == "fuse.appbox" }.map(\.mountpoint).first { Self.backing(of: $0) == backing }
+  static func mount(serving backing: String) throws(CLIError) -> String? {
+    try MountTable.mounts().filter { $0.type == "fuse.appbox" }.map(\.mountpoint).first { Self.backing(of: $0) == backing }
   }
 }
 

@@ -7,41 +7,53 @@ import Posix
 struct RuntimeDirectory {
   let path: String
 
+  /// This user's runtime directory, created (0700) if missing; refused unless it is a
+  /// directory of this user's that no one else can write.
   static func current() throws(CLIError) -> RuntimeDirectory {
     let environment = ProcessInfo.processInfo.environment
+    let uid = Sys.effectiveUID
     let path: String
     if let xdg = environment["XDG_RUNTIME_DIR"], xdg.hasPrefix("/") {
       path = xdg + "/appbox"
-    } else if geteuid() == 0 {
+    } else if uid == 0 {
       path = "/run/appbox"
     } else {
-      path = "/tmp/appbox-\(geteuid())"
+      path = "/tmp/appbox-\(uid)"
     }
-    if mkdir(path, 0o700) != 0 && errno != EEXIST {
-      throw CLIError(.osError, "cannot create the runtime directory \(path): \(String(cString: strerror(errno)))")
+    do { try Sys.mkdir(path, 0o700) } catch {
+      if error != .exists {
+        throw CLIError(.osError, "cannot create the runtime directory \(path): \(error)")
+      }
     }
-    var st = stat()
-    guard lstat(path, &st) == 0, st.st_mode & S_IFMT == S_IFDIR, st.st_uid == geteuid() else {
+    let st: stat
+    do { st = try Sys.lstatPath(path) } catch {
+      throw CLIError(.osError, "cannot read the runtime directory \(path): \(error)")
+    }
+    guard st.st_mode & S_IFMT == S_IFDIR, st.st_uid == uid else {
       throw CLIError(.noPermission, "the runtime directory \(path) is not a directory owned by you")
     }
-    if st.st_mode & 0o077 != 0 { chmod(path, 0o700) }
+    if st.st_mode & 0o077 != 0 {
+      do { try Sys.chmod(path, 0o700) } catch {
+        throw CLIError(.osError, "cannot make the runtime directory \(path) private: \(error)")
+      }
+    }
     return RuntimeDirectory(path: path)
   }
 
-  /// For root controlling another user's mount: that user's runtime files, found in the
-  /// places any user's daemon would use.
-  static func othersFiles(for mountpoint: String) -> MountFiles? {
-    var candidates: [String] = []
-    for base in ["/run/user", "/tmp"] {
-      let entries = (try? FileManager.default.contentsOfDirectory(atPath: base)) ?? []
-      for entry in entries {
-        if base == "/run/user" { candidates.append("\(base)/\(entry)/appbox") }
-        if base == "/tmp" && entry.hasPrefix("appbox-") { candidates.append("\(base)/\(entry)") }
-      }
-    }
-    return candidates.lazy.map { RuntimeDirectory(path: $0).files(for: mountpoint) }.first {
-      access($0.socket, F_OK) == 0
-    }
+  /// The runtime directories a daemon run by `uid` uses without `XDG_RUNTIME_DIR`, or
+  /// with the one a login session gives (`/run/user/UID`): where root looks for another
+  /// user's daemon. Only those that `uid` owns and no one else may write are returned.
+  static func standard(for uid: uid_t) -> [RuntimeDirectory] {
+    var paths = ["/run/user/\(uid)/appbox", "/tmp/appbox-\(uid)"]
+    if uid == 0 { paths.insert("/run/appbox", at: 0) }
+    return paths.map(RuntimeDirectory.init(path:)).filter { $0.isPrivate(to: uid) }
+  }
+
+  /// Whether this directory is a real directory owned by `uid` that no one else may
+  /// write (so a socket inside it was put there by `uid` or root).
+  func isPrivate(to uid: uid_t) -> Bool {
+    guard let st = try? Sys.lstatPath(path) else { return false }
+    return st.st_mode & S_IFMT == S_IFDIR && st.st_uid == uid && st.st_mode & 0o022 == 0
   }
 
   /// The files of the mount at `mountpoint` (an absolute, resolved path).
@@ -66,8 +78,9 @@ struct MountFiles {
 
   /// The daemon's process id, if its pid file names a live process.
   var daemonPID: pid_t? {
-    guard let text = try? String(contentsOfFile: pid, encoding: .utf8),
-      let value = pid_t(text.trimmingCharacters(in: .whitespacesAndNewlines)), value > 0, Spawn.isRunning(value)
+    guard let bytes = try? Sys.readFile(pid),
+      let value = pid_t(String(decoding: bytes, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)),
+      value > 0, Spawn.isRunning(value)
     else { return nil }
     return value
   }

@@ -18,16 +18,10 @@ enum UnmountCommand {
       }
     }
     guard positional.count == 1 else { throw CLIError(.usage, "missing or extra MOUNTPOINT\n\(usage)") }
-    guard let resolved = realpath(positional[0], nil) else {
-      throw CLIError(.noInput, "\(positional[0]) does not exist")
-    }
-    let mountpoint = String(cString: resolved)
-    free(resolved)
-    guard let mount = MountTable.mount(at: mountpoint), mount.type.hasPrefix("fuse") else {
-      throw CLIError(.busy, "\(mountpoint) is not an AppBox mount")
-    }
-    let files = try RuntimeDirectory.current().files(for: mountpoint)
-    let pid = files.daemonPID
+    let mountpoint = try ControlClient.ownedMount(positional[0]).path
+    // The daemon to wait for, when it can be found (a mount whose daemon is gone can
+    // still be unmounted).
+    let pid = (try? ControlClient.target(mountpoint))?.files.daemonPID
     let status = Spawn.run(fusermount, [fusermount, "-u"] + (lazy ? ["-z"] : []) + ["--", mountpoint])
     guard status == 0 else {
       throw CLIError(.busy, "could not unmount \(mountpoint) (in use? close the programs using it, or use --lazy)")
@@ -37,6 +31,6 @@ enum UnmountCommand {
   }
 
   static var fusermount: String {
-    ["/usr/bin/fusermount3", "/bin/fusermount3"].first { access($0, X_OK) == 0 } ?? "fusermount3"
+    ["/usr/bin/fusermount3", "/bin/fusermount3"].first { (try? Sys.access($0, X_OK)) != nil } ?? "fusermount3"
   }
 }

@@ -273,12 +273,19 @@ extension SandboxFilesystem {
       case .bytes(let bytes): catalog.chooseVictims(toFree: bytes)
       case .domain(let domain): catalog.victims(inDomain: domain)
       case .olderThan(let seconds, let domain):
-        catalog.victims(olderThan: UInt32(clamping: Int(Clock.unix() - seconds)), domain: domain)
+        catalog.victims(olderThan: Self.cutoff(age: seconds), domain: domain)
       case .watermark(let bytes): catalog.chooseVictims(toFree: bytes)
       }
     }
     let purged = carryOut(plan, onRequestThread: false)
     return (purged.count, purged.reduce(0) { $0 + $1.bytes })
+  }
+
+  /// The last-use time before which a file is older than `age` seconds, for any age
+  /// (however large, or NaN: then nothing is that old).
+  static func cutoff(age: Double) -> UInt32 {
+    let cutoff = Clock.unix() - age
+    return cutoff > 0 ? UInt32(min(cutoff, Double(UInt32.max))) : 0
   }
 
   /// Starts the background work: lock transitions, the water-mark purger, tmp's age limit.

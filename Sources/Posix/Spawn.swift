@@ -6,14 +6,14 @@ import CPosixShim
 
 /// Starting child processes and waiting for processes to end (the CLI's only process calls).
 public enum Spawn {
-  /// Starts `path` with `arguments` (argv[0] included) and the current environment.
-  /// With `detach`, the child runs in a new session with standard input from `/dev/null`,
+  /// Starts `path` with `arguments` (argv[0] included) and the current environment plus
+  /// `environment` (`NAME=value` entries, which replace same-named ones). With `detach`, the child runs in a new session with standard input from `/dev/null`,
   /// and inherits no descriptor but the standard ones and `passing`, which it gets as
   /// descriptor 3.
   /// - Returns: the child's process id.
-  public static func start(_ path: String, _ arguments: [String], detach: Bool = false, passing: Int32? = nil)
-    throws(Errno) -> pid_t
-  {
+  public static func start(
+    _ path: String, _ arguments: [String], detach: Bool = false, passing: Int32? = nil, environment: [String] = []
+  ) throws(Errno) -> pid_t {
     var actions = posix_spawn_file_actions_t()
     posix_spawn_file_actions_init(&actions)
     defer { posix_spawn_file_actions_destroy(&actions) }
@@ -33,7 +33,22 @@ public enum Spawn {
     var argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
     defer { argv.forEach { free($0) } }
     var pid: pid_t = 0
-    let result = posix_spawn(&pid, path, &actions, &attributes, &argv, environ)
+    let result: Int32
+    if environment.isEmpty {
+      result = posix_spawn(&pid, path, &actions, &attributes, &argv, environ)
+    } else {
+      let names = Set(environment.map { $0.prefix { $0 != "=" } })
+      var inherited: [String] = []
+      var entry = environ
+      while let pointer = entry.pointee {
+        let text = String(cString: pointer)
+        if !names.contains(text.prefix { $0 != "=" }) { inherited.append(text) }
+        entry += 1
+      }
+      var envp: [UnsafeMutablePointer<CChar>?] = (inherited + environment).map { strdup($0) } + [nil]
+      defer { envp.forEach { free($0) } }
+      result = posix_spawn(&pid, path, &actions, &attributes, &argv, &envp)
+    }
     guard result == 0 else { throw Errno(rawValue: result) }
     return pid
   }

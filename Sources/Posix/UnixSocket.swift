@@ -27,11 +27,9 @@ public enum UnixSocket {
     return fd
   }
 
-  /// Accepts one connection.
+  /// Accepts one connection (close-on-exec).
   public static func accept(_ fd: Int32) throws(Errno) -> Int32 {
-    let connection = try retryingEINTR { Glibc.accept(fd, nil, nil) }
-    _ = fcntl(connection, F_SETFD, FD_CLOEXEC)
-    return connection
+    try retryingEINTR { cposix_accept_cloexec(fd) }
   }
 
   /// Connects to the socket at `path`.
@@ -54,21 +52,52 @@ public enum UnixSocket {
 
   /// The user id of the process at the other end.
   public static func peerUID(_ fd: Int32) -> uid_t? {
-    let uid = cposix_peer_uid(fd)
-    return uid < 0 ? nil : uid_t(uid)
+    try? peerCredentials(fd).uid
   }
 
-  /// Reads up to the first newline (or the end), at most `limit` bytes.
-  public static func readLine(_ fd: Int32, limit: Int = 1 << 20) -> [UInt8] {
+  /// Who is at the other end of a connected socket, as the kernel recorded it when the
+  /// connection was made (`SO_PEERCRED`): it cannot be forged by the peer.
+  public struct PeerCredentials: Equatable, Sendable {
+    /// The peer's process id.
+    public let pid: pid_t
+    /// The peer's effective user id.
+    public let uid: uid_t
+    /// The peer's effective group id.
+    public let gid: gid_t
+  }
+
+  /// The credentials of the process at the other end (`SO_PEERCRED`).
+  public static func peerCredentials(_ fd: Int32) throws(Errno) -> PeerCredentials {
+    var pid: Int32 = 0
+    var uid: UInt32 = 0
+    var gid: UInt32 = 0
+    guard cposix_peer_credentials(fd, &pid, &uid, &gid) == 0 else { throw Errno.current }
+    return PeerCredentials(pid: pid, uid: uid, gid: gid)
+  }
+
+  /// Bounds every blocking read and write on `fd` to `milliseconds` (`SO_RCVTIMEO`,
+  /// `SO_SNDTIMEO`); a read that times out fails with `EAGAIN`.
+  public static func setTimeouts(_ fd: Int32, milliseconds: Int) throws(Errno) {
+    try Sys.check(cposix_socket_timeouts(fd, milliseconds))
+  }
+
+  /// Reads up to the first newline (or the end of the stream, or a timeout), at most
+  /// `limit` bytes; nil when the line is longer than that. Bytes after the newline are
+  /// dropped (one request or reply per connection).
+  public static func readLine(_ fd: Int32, limit: Int = 1 << 20) -> [UInt8]? {
     var line: [UInt8] = []
-    var byte: UInt8 = 0
-    while line.count < limit {
-      let count = Glibc.read(fd, &byte, 1)
+    var chunk = [UInt8](repeating: 0, count: 4096)
+    while true {
+      let count = chunk.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
       if count < 0 && errno == EINTR { continue }
-      if count <= 0 || byte == 0x0A { break }
-      line.append(byte)
+      if count <= 0 { return line.count <= limit ? line : nil }
+      if let newline = chunk[..<count].firstIndex(of: 0x0A) {
+        line += chunk[..<newline]
+        return line.count <= limit ? line : nil
+      }
+      line += chunk[..<count]
+      if line.count > limit { return nil }
     }
-    return line
   }
 
   /// Writes all of `bytes`.

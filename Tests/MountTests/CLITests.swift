@@ -189,4 +189,99 @@ struct CLITests {
     #expect(try Self.appbox("unmount", fixture.mountpoint).status == 0)
     #expect(!MountFixture.isMounted(fixture.mountpoint))
   }
+
+  @Test(
+    "-o subtype= and fsname= are refused (64): appbox finds its mounts by them; nothing is mounted",
+    arguments: ["subtype=x", "fsname=x", "allow_other,subtype=appbox2"])
+  func reservedOptions(option: String) throws {
+    let scratch = try Scratch()
+    try check(mkdir(scratch.root + "/mnt", 0o755), "mkdir mnt")
+    let before = try scratch.snapshot()
+    let result = try Self.appbox("mount", "--backing", scratch.backing, "-o", option, scratch.root + "/mnt")
+    #expect(result.status == 64, "\(option): \(result.status) \(result.error)")
+    #expect(result.error.contains("fsname and subtype"), "\(result.error)")
+    #expect(!MountFixture.isMounted(scratch.root + "/mnt"))
+    #expect(try scratch.snapshot() == before)
+  }
+
+  @Test("-o max_read=abc exits 65 with one message, before the backing directory is touched")
+  func badMaxRead() throws {
+    let scratch = try Scratch()
+    try check(mkdir(scratch.root + "/mnt", 0o755), "mkdir mnt")
+    let before = try scratch.snapshot()
+    let result = try Self.appbox("mount", "--backing", scratch.backing, "-o", "max_read=abc", scratch.root + "/mnt")
+    #expect(result.status == 65, "\(result.status) \(result.error)")
+    #expect(result.error.components(separatedBy: "max_read=abc").count == 2, "printed once: \(result.error)")
+    #expect(!MountFixture.isMounted(scratch.root + "/mnt"))
+    #expect(try scratch.snapshot() == before, "the layout was created")
+  }
+
+  @Test("a capacity below 1 MiB exits 65 and names the minimum", arguments: ["0", "1", "1023K"])
+  func capacityTooSmall(capacity: String) throws {
+    let scratch = try Scratch()
+    try check(mkdir(scratch.root + "/mnt", 0o755), "mkdir mnt")
+    let before = try scratch.snapshot()
+    let result = try Self.appbox("mount", "--backing", scratch.backing, "--capacity", capacity, scratch.root + "/mnt")
+    #expect(result.status == 65, "\(capacity): \(result.status) \(result.error)")
+    #expect(result.error.contains("minimum") && result.error.contains("1M"), "\(result.error)")
+    #expect(!MountFixture.isMounted(scratch.root + "/mnt"))
+    #expect(try scratch.snapshot() == before)
+  }
+
+  @Test("the readiness descriptor is no command-line option, and its variable is not taken blindly")
+  func readyDescriptorIsInternal() throws {
+    let scratch = try Scratch()
+    try check(mkdir(scratch.root + "/mnt", 0o755), "mkdir mnt")
+    let option = try Command.run(
+      "/usr/bin/timeout",
+      [
+        "-s", "KILL", "20", Command.appbox, "mount", "--backing", scratch.backing, "--ready-fd", "1",
+        scratch.root + "/mnt",
+      ])
+    #expect(option.status == 64, "--ready-fd: \(option.status) \(option.output) \(option.error)")
+    #expect(!MountFixture.isMounted(scratch.root + "/mnt"))
+    // Descriptor 3 is not a pipe here (nothing open there), so the variable is refused.
+    let variable = try Command.run(
+      Command.appbox, ["mount", "--backing", scratch.backing, scratch.root + "/mnt"],
+      environment: ["PATH": "/usr/bin:/bin", "APPBOX_INTERNAL_READY_FD": "3"])
+    #expect(variable.status == 64, "\(variable.status) \(variable.error)")
+    #expect(!MountFixture.isMounted(scratch.root + "/mnt"))
+    #expect(try directoryNames(scratch.backing) == [])
+  }
+
+  @Test("the daemon's pid file is not writable by others")
+  func pidFileMode() throws {
+    let fixture = try MountFixture.unlocked()
+    var st = stat()
+    try check(lstat(ControlFiles.path(for: fixture.mountpoint, "pid"), &st), "lstat pid file")
+    #expect(st.st_mode & 0o022 == 0, "pid file mode \(String(st.st_mode & 0o777, radix: 8))")
+    #expect(st.st_mode & S_IFMT == S_IFREG)
+    try fixture.unmount()
+  }
+
+  @Test("protect on a file outside any AppBox mount exits 66 and sets nothing")
+  func protectOutsideMount() throws {
+    let scratch = try Scratch()
+    let file = scratch.root + "/plain"
+    try writeFile(file, bytes("x"))
+    let result = try Self.appbox("protect", file, "--class", "complete")
+    #expect(result.status == 66, "\(result.status) \(result.output) \(result.error)")
+    #expect(result.error.contains("not inside an AppBox mount"), "\(result.error)")
+    #expect(try listXattrNames(file).isEmpty)
+    #expect(try Self.appbox("protect", scratch.root + "/missing", "--class", "complete").status == 66)
+  }
+
+  @Test("protect of a file whose class is closed now exits 1 (not 77) and says to unlock")
+  func protectClosedClass() throws {
+    let fixture = try MountFixture.unlocked(["--grace", "0"])
+    try writeFile(fixture.path("Documents/secret"), bytes("s"))
+    #expect(try Self.appbox("protect", fixture.path("Documents/secret"), "--class", "complete").status == 0)
+    try fixture.control("lock")
+    try fixture.waitForState("LOCKED")
+    let result = try Self.appbox("protect", fixture.path("Documents/secret"), "--class", "none")
+    #expect(result.status == 1, "\(result.status) \(result.error)")
+    #expect(result.error.contains("unlock"), "\(result.error)")
+    try fixture.control("unlock")
+    try fixture.unmount()
+  }
 }

@@ -10,7 +10,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
+#include <sys/file.h>
 #include <sys/fsuid.h>
+#include <sys/time.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -85,13 +87,34 @@ static inline ssize_t cposix_listxattr(const char *path, char *list, size_t size
 }
 static inline int cposix_removexattr(const char *path, const char *name) { return removexattr(path, name); }
 
-/// The uid of a Unix socket's peer (SO_PEERCRED and struct ucred are GNU-only), or -1.
-static inline long cposix_peer_uid(int fd) {
+/// The pid, uid and gid of a Unix socket's peer as the kernel recorded them at connect
+/// (SO_PEERCRED); 0 on success, -1 with errno set.
+static inline int cposix_peer_credentials(int fd, int *pid, unsigned *uid, unsigned *gid) {
   struct { int pid; unsigned uid; unsigned gid; } cred;
   socklen_t length = sizeof cred;
   if (getsockopt(fd, 1 /* SOL_SOCKET */, 17 /* SO_PEERCRED */, &cred, &length) != 0) return -1;
-  return (long)cred.uid;
+  *pid = cred.pid;
+  *uid = cred.uid;
+  *gid = cred.gid;
+  return 0;
 }
+
+/// Bounds how long a blocking read and write on socket `fd` may wait (SO_RCVTIMEO and
+/// SO_SNDTIMEO); 0 on success, -1 with errno set.
+static inline int cposix_socket_timeouts(int fd, long milliseconds) {
+  struct timeval limit = { .tv_sec = milliseconds / 1000, .tv_usec = (milliseconds % 1000) * 1000 };
+  if (setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof limit) != 0) return -1;
+  return setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &limit, sizeof limit);
+}
+
+/// `accept4(2)` with SOCK_CLOEXEC (accept4 is GNU-only).
+static inline int cposix_accept_cloexec(int fd) {
+  return (int)syscall(SYS_accept4, fd, (void *)0, (void *)0, 02000000 /* SOCK_CLOEXEC */);
+}
+
+/// `flock(2)`.
+static inline int cposix_flock(int fd, int operation) { return flock(fd, operation); }
+static inline int cposix_lock_exclusive_nonblocking(void) { return LOCK_EX | LOCK_NB; }
 
 static inline int cposix_fcntl_int(int fd, int cmd, int arg) { return fcntl(fd, cmd, arg); }
 

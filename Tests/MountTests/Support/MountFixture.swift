@@ -31,8 +31,10 @@ struct CommandResult {
 
 /// Runs external programs for the tests.
 enum Command {
-  /// The `appbox` binary built next to this test bundle.
+  /// The `appbox` binary built next to this test bundle, or `$APPBOX_TEST_BINARY` (to run
+  /// the tests against another build, e.g. to see a new test fail before a fix).
   static let appbox: String = {
+    if let binary = ProcessInfo.processInfo.environment["APPBOX_TEST_BINARY"], binary.hasPrefix("/") { return binary }
     var buffer = [CChar](repeating: 0, count: 4096)
     let count = readlink("/proc/self/exe", &buffer, buffer.count - 1)
     let exe = String(decoding: buffer[..<max(count, 0)].map { UInt8(bitPattern: $0) }, as: UTF8.self)
@@ -176,34 +178,35 @@ final class MountFixture {
   }
 
   static func isMounted(_ path: String) -> Bool {
-    guard let table = try? String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8) else { return false }
-    return table.split(separator: "\n").contains {
+    mountTable().split(separator: "\n").contains {
       $0.split(separator: " ").dropFirst(4).first.map(String.init) == path
     }
   }
 
-  /// The daemon serving `mountpoint`: the process holding `/dev/fuse` whose command line
-  /// names it.
+  /// `/proc/self/mountinfo`, read to its end (`String(contentsOfFile:)` stops after the
+  /// first page of a `/proc` file).
+  static func mountTable() -> String {
+    guard let bytes = try? readFile("/proc/self/mountinfo") else { return "" }
+    return String(decoding: bytes, as: UTF8.self)
+  }
+
+  /// The daemon serving `mountpoint` (mounted by root): the live process its pid file
+  /// names.
   static func daemonPID(for mountpoint: String) -> pid_t? {
-    let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
-    for entry in entries {
-      guard let pid = pid_t(entry),
-        let cmdline = FileManager.default.contents(atPath: "/proc/\(pid)/cmdline")
-      else { continue }
-      let arguments = cmdline.split(separator: 0).map { String(decoding: $0, as: UTF8.self) }
-      if arguments.contains("--ready-fd"), arguments.last == mountpoint || arguments.contains(mountpoint) {
-        return pid
-      }
-    }
-    return nil
+    guard let bytes = try? readFile(ControlFiles.path(for: mountpoint, "pid")),
+      let pid = pid_t(String(decoding: bytes, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)),
+      pid > 0, kill(pid, 0) == 0
+    else { return nil }
+    return pid
   }
 
   /// Descriptors of the daemon that are open files (not `O_PATH` inode references, not
   /// `/dev/fuse`, not standard streams, the log or the event log).
   static func openFileHandles(of pid: pid_t) -> [String] {
     var open: [String] = []
+    let backing = backingDirectory(of: pid)
     for (fd, target) in descriptors(of: pid) {
-      guard fd > 2 else { continue }
+      guard fd > 2, target != backing else { continue }  // the backing directory: the daemon's lock on it
       if target == "/dev/fuse" || target.hasSuffix(".log") || target.hasSuffix(".events") || target.hasPrefix("socket:")
         || target.hasPrefix("pipe:")
         || target.hasPrefix("anon_inode:")
@@ -219,6 +222,14 @@ final class MountFixture {
       open.append(target)
     }
     return open
+  }
+
+  /// The `--backing` directory on a daemon's command line, resolved.
+  static func backingDirectory(of pid: pid_t) -> String? {
+    guard let bytes = try? readFile("/proc/\(pid)/cmdline") else { return nil }
+    let arguments = bytes.split(separator: 0).map { String(decoding: $0, as: UTF8.self) }
+    guard let flag = arguments.firstIndex(of: "--backing"), flag + 1 < arguments.count else { return nil }
+    return URL(fileURLWithPath: arguments[flag + 1]).resolvingSymlinksInPath().path
   }
 
   /// Every descriptor of process `pid` with what it refers to (`/proc/PID/fd`).

@@ -215,12 +215,17 @@ enum ControlFiles {
   /// `<runtime directory>/<FNV-1a of the mountpoint, hex>.<suffix>`: where a root daemon
   /// keeps its socket and event log.
   static func path(for mountpoint: String, _ suffix: String) -> String {
+    directory + "/" + name(for: mountpoint, suffix)
+  }
+
+  /// The file name (in any runtime directory) of a mount's `suffix` file.
+  static func name(for mountpoint: String, _ suffix: String) -> String {
     var hash: UInt64 = 0xcbf2_9ce4_8422_2325
     for byte in mountpoint.utf8 {
       hash ^= UInt64(byte)
       hash = hash &* 0x100_0000_01b3
     }
-    return directory + "/" + String(hash, radix: 16) + "." + suffix
+    return String(hash, radix: 16) + "." + suffix
   }
 
   /// A root daemon's runtime directory: `$XDG_RUNTIME_DIR/appbox`, else `/run/appbox`.
