@@ -2,7 +2,7 @@
 # Lock and unlock through the CLI; the root's user.appbox.device-state follows.
 source "$(dirname "$0")/../lib.sh"
 
-mount_sandbox --grace 10s
+mount_sandbox --bfu --grace 10s
 assert_eq BFU "$(xattr "$MNT" user.appbox.device-state)" "state at mount"
 assert_eq UNLOCKED "$("$APPBOX" unlock "$MNT")" "appbox unlock"
 assert_eq UNLOCKED "$(xattr "$MNT" user.appbox.device-state)" "state after unlock"

@@ -11,7 +11,9 @@ enum FstabArguments {
     "tmp-max-age": "--tmp-max-age", "busy-poll": "--busy-poll",
   ]
   /// AppBox's flags as `-o` names.
-  static let flagOptions: [String: String] = ["unlocked": "--unlocked", "no-passthrough": "--no-passthrough"]
+  static let flagOptions: [String: String] = [
+    "bfu": "--bfu", "unlocked": "--unlocked", "no-passthrough": "--no-passthrough",
+  ]
 
   /// Whether `arguments` are in this form: a source and an existing mountpoint first,
   /// neither of them a command.

@@ -48,7 +48,7 @@ struct MountRequest {
       --foreground                stay attached (default: return once the mount is ready)
       -o OPTIONS                  FUSE options, e.g. -o allow_other
       --capacity SIZE             the sandbox's capacity, e.g. 500M, 2G (default 4G, at least 1M)
-      --unlocked                  start UNLOCKED instead of BFU
+      --bfu                       start before the first unlock (BFU) instead of UNLOCKED
       --grace DURATION            GRACE after a lock, e.g. 10s, 0 (default 10s)
       --cx-timeout DURATION       locked time before completeWhenUserInactive closes (default 60s)
       --default-protection CLASS  class of new items without a parent class (default
@@ -94,7 +94,8 @@ struct MountRequest {
           throw CLIError(
             .badValue, "--capacity \(text): too small, the minimum is \(ByteCount(minimumCapacity).formatted) (1M)")
         }
-      case "--unlocked": request.sandbox.startUnlocked = true
+      case "--unlocked": request.sandbox.startUnlocked = true  // the default, kept for old scripts
+      case "--bfu": request.sandbox.startUnlocked = false
       case "--no-passthrough": request.passthrough = false
       case "--busy-poll":
         let text = try value(argument)

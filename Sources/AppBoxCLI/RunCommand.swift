@@ -57,7 +57,7 @@ enum RunCommand {
 
 /// What `appbox run` was asked to do.
 struct RunPlan {
-  /// `appbox mount`'s options, as given (validated), `--unlocked` added unless `--bfu`.
+  /// `appbox mount`'s options, as given (validated).
   var mountOptions: [String]
   /// The options that set up a new mount (all but `--backing`), as given: a mount that is
   /// reused keeps its own.
@@ -88,9 +88,6 @@ struct RunPlan {
     for flag in ["--foreground", "-f", "--ready-fd", "--help", "-h"] where options.contains(flag) {
       throw CLIError(.usage, "\(flag) does not apply to appbox run\n\(RunCommand.usage)")
     }
-    // The program is the app in the foreground: the device is unlocked unless asked.
-    let bfu = options.contains("--bfu")
-    options.removeAll { $0 == "--bfu" }
     // The mount parser wants exactly one MOUNTPOINT: as given, or a stand-in.
     let request: MountRequest
     var mountpoint: String?
@@ -104,9 +101,8 @@ struct RunPlan {
     var settings = options
     if let backing = settings.firstIndex(of: "--backing") { settings.removeSubrange(backing...(backing + 1)) }
     settings.removeAll { $0.hasPrefix("--backing=") }
-    if !bfu && !options.contains("--unlocked") { options.append("--unlocked") }
     return RunPlan(
-      mountOptions: options, settings: settings + (bfu ? ["--bfu"] : []), mountpoint: mountpoint,
+      mountOptions: options, settings: settings, mountpoint: mountpoint,
       backing: request.backing, program: program, allowDeviceControl: allowDeviceControl)
   }
 }

@@ -6,8 +6,9 @@ public struct SandboxOptions: Sendable {
   public var capacity: Int64 = 4 << 30
   /// Class of new items whose directory has none (`--default-protection`).
   public var defaultProtection: ProtectionClass = .containerDefault
-  /// Start UNLOCKED instead of BFU (`--unlocked`).
-  public var startUnlocked = false
+  /// Start UNLOCKED, as an app in the foreground sees the device (`--bfu`: before the
+  /// first unlock instead).
+  public var startUnlocked = true
   /// Seconds of GRACE after a lock (`--grace`).
   public var gracePeriod: Double = LockStateMachine.defaultGracePeriod
   /// Seconds locked before class CX becomes inaccessible (`--cx-timeout`).
@@ -22,6 +23,6 @@ public struct SandboxOptions: Sendable {
   /// backing files and directories with `O_NOATIME`.
   public var noAccessTime = false
 
-  /// The defaults: 4 GiB, class C, BFU at mount, 10 s grace, 60 s CX timeout.
+  /// The defaults: 4 GiB, class C, UNLOCKED at mount, 10 s grace, 60 s CX timeout.
   public init() {}
 }

@@ -146,7 +146,7 @@ struct ControlChannelTests {
 
   @Test("a refusal in BFU is logged with the state BFU")
   func bfuRefusalEvent() throws {
-    let fixture = try MountFixture { backing in
+    let fixture = try MountFixture(arguments: ["--bfu"]) { backing in
       try FileManager.default.createDirectory(atPath: backing + "/Documents", withIntermediateDirectories: true)
       try Sys2.write(backing + "/Documents/c", "c")
     }

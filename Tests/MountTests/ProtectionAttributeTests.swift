@@ -176,7 +176,7 @@ struct ProtectionAttributeTests {
 
   @Test("before first unlock: a directory's class changes (a folder for background work), a file's only to D")
   func changeBeforeFirstUnlock() throws {
-    let fixture = try MountFixture(arguments: ["--grace", "0"])
+    let fixture = try MountFixture(arguments: ["--bfu", "--grace", "0"])
     #expect(fixture.deviceState == "BFU")
     let folder = fixture.path("Documents/bg")
     #expect(mkdir(folder, 0o755) == 0)
@@ -248,7 +248,7 @@ struct ProtectionAttributeTests {
     #expect(backingClass(sandbox.backingPath(moved)) == "complete")
 
     // Mounted again (BFU): the class is still A, readable as metadata, its content refused.
-    try sandbox.mount()
+    try sandbox.mount(["--bfu"])
     #expect(Sys2.protection(sandbox.path(moved)) == "complete")
     #expect(Sys2.tryOpen(sandbox.path(moved), O_RDONLY) == .eperm)
     // The D directory's new files are D, so usable in BFU.

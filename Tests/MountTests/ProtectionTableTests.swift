@@ -118,7 +118,7 @@ struct ProtectionTableTests {
   func table(state: TableState, protectionClass: TestClass) throws {
     let arguments: [String]
     switch state {
-    case .bfu: arguments = []
+    case .bfu: arguments = ["--bfu"]
     case .unlocked: arguments = ["--unlocked"]
     case .grace: arguments = ["--unlocked", "--grace", "10m"]
     case .locked: arguments = ["--unlocked", "--grace", "0", "--cx-timeout", "10m"]
@@ -273,7 +273,7 @@ struct CompleteUnlessOpenTests {
 
   @Test("in BFU a class-B file can be created and used until closed")
   func createdInBFU() throws {
-    let fixture = try MountFixture { backing in
+    let fixture = try MountFixture(arguments: ["--bfu"]) { backing in
       try FileManager.default.createDirectory(atPath: backing + "/Documents/b", withIntermediateDirectories: true)
       try Sys2.classify(backing + "/Documents/b", .B)
     }
