@@ -4,7 +4,8 @@ import PackageDescription
 // Layers point one way: appbox → AppBoxCLI → AppBoxFS → (FuseBridge, Posix, SandboxPolicy).
 // Only FuseBridge imports libfuse: CFuse (the shim header) and CFuseDevice (the session's
 // device I/O, in C). Only Posix makes the filesystem's syscalls (through CPosixShim for what
-// Glibc's module does not export). SandboxPolicy is pure Swift.
+// Glibc's module does not export). SandboxPolicy is pure Swift. CSQLite (libsqlite3) serves
+// only the CLI's backups (Manifest.db).
 let package = Package(
   name: "AppBox",
   products: [
@@ -16,13 +17,18 @@ let package = Package(
       pkgConfig: "fuse3",
       providers: [.apt(["libfuse3-dev"])]
     ),
+    .systemLibrary(
+      name: "CSQLite",
+      pkgConfig: "sqlite3",
+      providers: [.apt(["libsqlite3-dev"])]
+    ),
     .target(name: "CFuseDevice", dependencies: ["CFuse"]),
     .target(name: "CPosixShim"),
     .target(name: "Posix", dependencies: ["CPosixShim"]),
     .target(name: "SandboxPolicy"),
     .target(name: "FuseBridge", dependencies: ["CFuse", "CFuseDevice", "Posix"]),
     .target(name: "AppBoxFS", dependencies: ["FuseBridge", "Posix", "SandboxPolicy"]),
-    .target(name: "AppBoxCLI", dependencies: ["AppBoxFS", "Posix", "SandboxPolicy"]),
+    .target(name: "AppBoxCLI", dependencies: ["AppBoxFS", "CSQLite", "Posix", "SandboxPolicy"]),
     .executableTarget(name: "appbox", dependencies: ["AppBoxCLI"]),
     .executableTarget(
       name: "purge-catalog-bench", dependencies: ["SandboxPolicy"], path: "bench/purge-catalog",

@@ -41,9 +41,11 @@ public struct BackupReport: Sendable {
   public private(set) var tmp = Tally()
   /// Files that changed while copied and were copied again (consistent in the end).
   public var recopied: [[UInt8]] = []
-  /// Files that kept changing: the backup holds a prefix that was verified unchanged, or
-  /// the last copy, and says so.
-  public var unstable: [[UInt8]] = []
+  /// Files that kept growing while copied: the backup holds their first bytes, verified
+  /// unchanged after the copy (the file as it was when that copy began).
+  public var grown: [[UInt8]] = []
+  /// Files that kept changing and whose copy could not be verified: left out.
+  public var skipped: [[UInt8]] = []
 
   private static let groups = ["Documents", "Library/Application Support", "Library/Preferences", "Library (other)"]
 
@@ -140,7 +142,8 @@ public struct BackupReport: Sendable {
     }
     if !dryRun { lines += largestLines }
     for path in recopied { lines.append("copied again (changed while copied): \(Self.name(path))") }
-    for path in unstable { lines.append("warning: kept changing while copied: \(Self.name(path))") }
+    for path in grown { lines.append("grew while copied (backed up as it was when copied): \(Self.name(path))") }
+    for path in skipped { lines.append("error: kept changing while copied, left out: \(Self.name(path))") }
     return lines.joined(separator: "\n")
   }
 
@@ -161,7 +164,7 @@ public struct BackupReport: Sendable {
       + "\"directories\":\(directories),\"symlinks\":\(symlinks)},\"byDirectory\":{\(groups)},"
       + "\"largest\":[\(largest.map(item).joined(separator: ","))],"
       + "\"excluded\":{\"files\":\(excluded.files),\"bytes\":\(excluded.bytes),\"items\":[\(excludedList.joined(separator: ","))]},"
-      + "\"caches\":\(tally(caches)),\"tmp\":\(tally(tmp)),\"recopied\":\(paths(recopied)),\"unstable\":\(paths(unstable))}"
+      + "\"caches\":\(tally(caches)),\"tmp\":\(tally(tmp)),\"recopied\":\(paths(recopied)),\"grown\":\(paths(grown)),\"skipped\":\(paths(skipped))}"
   }
 }
 
