@@ -104,9 +104,9 @@ final class BackupRestorer {
       throw Failure(code: .noInput, message: "cannot create \(staging): \(error)")
     }
     do throws(Failure) {
+      try makeLayout()
       try restoreRows(rows)
       try closeDirectories(keeping: 0)
-      try makeLayout()
       guard rename(staging, target) == 0 else {
         throw Failure(code: .osError, message: "cannot rename \(staging) to \(target): \(Errno.current)")
       }
@@ -162,7 +162,9 @@ final class BackupRestorer {
     do {
       switch record.kind {
       case .directory:
-        try Sys.mkdirat(parentFD, name, 0o700)
+        // The sandbox's fixed directories are made first (opened below only if they
+        // are directories).
+        try Self.makeDirectory(parentFD, name, 0o700, existing: components.count <= 2)
         let fd = try Sys.openat(parentFD, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
         stack.append((components[components.count - 1], fd, record))
         try setAttributes(fd, record)
@@ -282,9 +284,7 @@ final class BackupRestorer {
       let at = stack.last?.fd ?? rootFD
       let name = (component + [0]).map { CChar(bitPattern: $0) }
       do throws(Errno) {
-        do throws(Errno) {
-          try Sys.mkdirat(at, name, 0o755)
-        } catch  where error == .exists {}
+        try Self.makeDirectory(at, name, 0o755, existing: true)
         let fd = try Sys.openat(at, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
         stack.append((component, fd, nil))
       } catch {
@@ -315,6 +315,16 @@ final class BackupRestorer {
     }
   }
 
+  /// `mkdirat`; an existing entry is fine when `existing` (opening it then checks that it
+  /// is a directory).
+  private static func makeDirectory(_ at: Int32, _ name: [CChar], _ mode: mode_t, existing: Bool) throws(Errno) {
+    do throws(Errno) {
+      try Sys.mkdirat(at, name, mode)
+    } catch {
+      if !(existing && error == .exists) { throw error }
+    }
+  }
+
   /// Opens a restored file by its components, each without following symlinks.
   private func openBeneath(_ components: [[UInt8]]) throws(Errno) -> Int32 {
     var fd = try Sys.dup(rootFD)
@@ -340,9 +350,7 @@ final class BackupRestorer {
       for path in [
         "Documents", "Library", "Library/Application Support", "Library/Preferences", "Library/Caches", "tmp",
       ] {
-        do throws(Errno) {
-          try Sys.mkdirat(rootFD, path, 0o755)
-        } catch  where error == .exists {}
+        try Self.makeDirectory(rootFD, Array(path.utf8CString), 0o755, existing: true)
       }
       try Xattr.set(
         rootFD, name: DefaultProtectionRecord.name, value: Array(ProtectionClass.containerDefault.name.utf8))

@@ -353,27 +353,27 @@ final class BackupWriter {
     }
     defer { Sys.close(out) }
     do throws(Errno) {
-      var before = try Sys.fstat(fd)
-      var copied: Int64 = 0
+      var lastCopy: (status: stat, bytes: Int64)?
       for attempt in 0..<Self.copyAttempts {
-        if attempt > 0 {
-          before = try Sys.fstat(fd)
-          try Sys.ftruncate(out, 0)
-        }
-        copied = try copyBytes(from: fd, to: out, count: Int64(before.st_size))
+        let before = try Sys.fstat(fd)
+        if attempt > 0 { try Sys.ftruncate(out, 0) }
+        let copied = try copyBytes(from: fd, to: out, count: Int64(before.st_size))
         let after = try Sys.fstat(fd)
         if copied == Int64(before.st_size) && Self.unchanged(before, after) {
           if attempt > 0 { report.recopied.append(BackupReportPath.join(path)) }
           if initial.st_nlink > 1 { linkCopies[key] = (fileID, copied) }
           return before
         }
+        // Only growth can leave a copy that was the whole file once.
+        lastCopy = copied == Int64(before.st_size) && after.st_size >= before.st_size ? (before, copied) : nil
       }
-      // Still changing (a writer appending, say): keep the copy if its bytes are still
-      // the file's first bytes, i.e. the file as it was when that copy began.
-      if try prefixMatches(fd, out, count: copied) {
+      // Still changing (a writer appending, say): keep the last copy if the file only
+      // grew and the copy's bytes are still its first bytes, i.e. the file as it was
+      // when that copy began.
+      if var (status, copied) = lastCopy, try prefixMatches(fd, out, count: copied) {
         report.grown.append(BackupReportPath.join(path))
-        before.st_size = off_t(copied)
-        return before
+        status.st_size = off_t(copied)
+        return status
       }
       try Sys.unlinkat(bucket, Array(fileID.utf8CString), 0)
       report.skipped.append(BackupReportPath.join(path))
@@ -383,6 +383,9 @@ final class BackupWriter {
     }
   }
 
+  /// Whether nothing changed between two `fstat`s: size, and modification and change
+  /// times to the nanosecond (Linux 6.13+ gives a file changed after its times were read
+  /// a fine-grained time, so a change within the same clock tick still shows).
   private static func unchanged(_ a: stat, _ b: stat) -> Bool {
     a.st_size == b.st_size && a.st_mtim.tv_sec == b.st_mtim.tv_sec && a.st_mtim.tv_nsec == b.st_mtim.tv_nsec
       && a.st_ctim.tv_sec == b.st_ctim.tv_sec && a.st_ctim.tv_nsec == b.st_ctim.tv_nsec
