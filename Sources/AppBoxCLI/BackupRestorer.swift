@@ -44,8 +44,14 @@ final class BackupRestorer {
   private var restoredInodes: [UInt64: (components: [[UInt8]], size: Int64)] = [:]
   private var excludedPrefixes: [[[UInt8]]] = []
 
-  /// A restorer reading the backup directory `backup`.
-  init(backup: String) { self.backup = backup }
+  private var progress: ProgressLine
+
+  /// A restorer reading the backup directory `backup`; `progress` shows counts on
+  /// standard error.
+  init(backup: String, progress: Bool) {
+    self.backup = backup
+    self.progress = ProgressLine(enabled: progress, verb: "restoring")
+  }
 
   deinit {
     for entry in stack { Sys.close(entry.fd) }
@@ -103,6 +109,7 @@ final class BackupRestorer {
     } catch {
       throw Failure(code: .noInput, message: "cannot create \(staging): \(error)")
     }
+    defer { progress.finish() }
     do throws(Failure) {
       try makeLayout()
       try restoreRows(rows)
@@ -153,6 +160,7 @@ final class BackupRestorer {
         continue
       }
       try restore(record, components: components, fileID: row.fileID)
+      progress.update(files: summary.files + summary.directories + summary.symlinks, bytes: summary.bytes)
     }
   }
 

@@ -1,6 +1,10 @@
 import Foundation
 import SandboxPolicy
 
+#if canImport(Glibc)
+  import Glibc
+#endif
+
 /// `appbox restore BACKUP --backing DIR [--bundle-id ID]`.
 enum RestoreCommand {
   static let usage = """
@@ -37,7 +41,7 @@ enum RestoreCommand {
     }
     guard positional.count == 1 else { throw CLIError(.usage, "give one BACKUP directory\n\(usage)") }
     guard let target, !target.isEmpty else { throw CLIError(.usage, "say where: --backing DIR\n\(usage)") }
-    let restorer = BackupRestorer(backup: positional[0])
+    let restorer = BackupRestorer(backup: positional[0], progress: isatty(2) != 0)
     do throws(BackupRestorer.Failure) {
       let (database, domains) = try restorer.open()
       let domain: String
