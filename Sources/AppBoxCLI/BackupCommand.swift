@@ -54,6 +54,9 @@ enum BackupCommand {
       throw CLIError(.badValue, "--bundle-id \(app): use letters, digits, '.', '-' and '_' (e.g. com.example.app)")
     }
     let backing = try backingDirectory(of: mount)
+    if let destination {
+      try checkOutside(destination, of: [backing, mount])
+    }
     let writer = BackupWriter(backing: backing, bundleID: app, dryRun: dryRun, progress: isatty(2) != 0)
     let report: BackupReport
     do throws(BackupWriter.Failure) {
@@ -77,6 +80,28 @@ enum BackupCommand {
           ? Character(scalar) : "-"
       })
     return "local.appbox." + (cleaned.isEmpty || cleaned == "." || cleaned == "/" ? "sandbox" : cleaned)
+  }
+
+  /// Refuses a destination inside the sandbox (its mount or backing directory): the
+  /// backup would walk into itself.
+  static func checkOutside(_ destination: String, of roots: [String]) throws(CLIError) {
+    func resolved(_ path: String) -> String {
+      // The destination may not exist yet: resolve its nearest existing ancestor.
+      var existing = (path as NSString).standardizingPath
+      var rest: [String] = []
+      while realpath(existing, nil) == nil, existing != "/", !existing.isEmpty {
+        rest.insert((existing as NSString).lastPathComponent, at: 0)
+        existing = (existing as NSString).deletingLastPathComponent
+        if existing.isEmpty { existing = "." }
+      }
+      guard let pointer = realpath(existing, nil) else { return path }
+      defer { free(pointer) }
+      return ([String(cString: pointer)] + rest).joined(separator: "/")
+    }
+    let target = resolved(destination) + "/"
+    for root in roots where target.hasPrefix(resolved(root) + "/") {
+      throw CLIError(.noInput, "\(destination) is inside the sandbox \(root): back up to a directory outside it")
+    }
   }
 
   /// The backing directory behind an AppBox mount (asked of its daemon), or `path`

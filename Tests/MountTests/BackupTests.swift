@@ -271,7 +271,7 @@ struct BackupTests {
     for start in stride(from: 0, to: head, by: 64) {
       try writeAll(fd, (start..<start + 64).flatMap(line))
     }
-    let stop = Atomic(false)
+    let stop = StopFlag(false)
     let writer = Thread {
       var n = head
       while !stop.value {
@@ -437,6 +437,31 @@ struct BackupTests {
     #expect(try leftovers().isEmpty)
   }
 
+  @Test("usage errors and bad values say what to do, with their exit codes")
+  func commandLine() throws {
+    let fixture = try MountFixture.unlocked()
+    let mount = fixture.mountpoint
+    let cases: [([String], Int32, String)] = [
+      (["backup"], 64, "give one MOUNT"),
+      (["backup", mount], 64, "--to DIR"),
+      (["backup", "--dry-run", mount, "--to", fixture.root + "/x"], 64, "drop --to"),
+      (["backup", mount, "--to", fixture.root + "/x", "--bundle-id", "a/b"], 65, "--bundle-id"),
+      (["backup", fixture.root, "--to", fixture.root + "/x"], 66, "neither an AppBox mount"),
+      (["backup", mount, "--to", fixture.root], 66, "not empty"),
+      (["backup", mount, "--to", fixture.path("Documents/backup")], 66, "inside the sandbox"),
+      (["backup", mount, "--to", fixture.backingPath("Documents/backup")], 66, "inside the sandbox"),
+      (["restore", fixture.root], 64, "--backing DIR"),
+      (["restore"], 64, "give one BACKUP"),
+    ]
+    for (arguments, status, message) in cases {
+      let result = try Self.appbox(arguments)
+      #expect(result.status == status, "\(arguments): \(result.error)")
+      #expect(result.error.contains(message), "\(arguments): \(result.error)")
+    }
+    #expect(!FileManager.default.fileExists(atPath: fixture.path("Documents/backup")))
+    try fixture.unmount()
+  }
+
   static func sha1Hex(_ text: String) -> String {
     let result = try? Command.run(
       "python3", ["-c", "import hashlib,sys; print(hashlib.sha1(sys.argv[1].encode()).hexdigest())", text])
@@ -445,7 +470,7 @@ struct BackupTests {
 }
 
 /// A flag shared with a writer thread.
-final class Atomic<Value>: @unchecked Sendable {
+final class StopFlag<Value>: @unchecked Sendable {
   // Safe: every access holds `lock`.
   private let lock = NSLock()
   private var stored: Value
