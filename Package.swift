@@ -4,12 +4,14 @@ import PackageDescription
 // Layers point one way: appbox → AppBoxCLI → AppBoxFS → (FuseBridge, Posix, SandboxPolicy).
 // Only FuseBridge imports libfuse: CFuse (the shim header) and CFuseDevice (the session's
 // device I/O, in C). Only Posix makes the filesystem's syscalls (through CPosixShim for what
-// Glibc's module does not export). SandboxPolicy is pure Swift. CSQLite (libsqlite3) serves
-// only the CLI's backups (Manifest.db).
+// Glibc's module does not export). SandboxPolicy is pure Swift. AppBoxKit is a client
+// library for programs run in a sandbox: Posix, SandboxPolicy and PlainFoundation, never
+// the filesystem. CSQLite (libsqlite3) serves only the CLI's backups (Manifest.db).
 let package = Package(
   name: "AppBox",
   products: [
     .executable(name: "appbox", targets: ["appbox"]),
+    .library(name: "AppBoxKit", targets: ["AppBoxKit"]),
   ],
   targets: [
     .systemLibrary(
@@ -30,11 +32,17 @@ let package = Package(
     .target(name: "AppBoxFS", dependencies: ["FuseBridge", "Posix", "SandboxPolicy"]),
     .target(name: "AppBoxCLI", dependencies: ["AppBoxFS", "CSQLite", "Posix", "SandboxPolicy"]),
     .executableTarget(name: "appbox", dependencies: ["AppBoxCLI"]),
+    // AppBoxKit: Apple's storage calls for programs' own Swift code, backed by the mount.
+    // PlainFoundation reaches Foundation's members that AppBoxKit declares again.
+    .target(name: "PlainFoundation"),
+    .target(name: "AppBoxKit", dependencies: ["PlainFoundation", "Posix", "SandboxPolicy"]),
+    .executableTarget(name: "appbox-storage-example", dependencies: ["AppBoxKit"], path: "Examples/StorageExample"),
     .executableTarget(
       name: "purge-catalog-bench", dependencies: ["SandboxPolicy"], path: "bench/purge-catalog",
       exclude: ["README.md"]),
     .testTarget(name: "SandboxPolicyTests", dependencies: ["SandboxPolicy"]),
-    .testTarget(name: "MountTests", dependencies: ["appbox", "Posix", "SandboxPolicy"]),
+    .testTarget(name: "MountTests", dependencies: ["appbox", "appbox-storage-example", "Posix", "SandboxPolicy"]),
     .testTarget(name: "FuseDeviceTests", dependencies: ["CFuseDevice"]),
+    .testTarget(name: "AppBoxKitTests", dependencies: ["AppBoxKit", "Posix", "appbox"]),
   ]
 )

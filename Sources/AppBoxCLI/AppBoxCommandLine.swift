@@ -30,6 +30,8 @@ public enum AppBoxCommandLine {
                  write what a device backup holds as an unencrypted iOS backup; its size report
       restore BACKUP --backing DIR [--bundle-id ID]
                  restore an app's backup (AppBox's or a device's) into a new backing directory
+      run [MOUNT OPTIONS] [MOUNTPOINT] -- PROGRAM [ARGUMENTS...]
+                 run a program inside a sandbox (mounted for it, or already mounted)
 
     run appbox mount --help for the mount options
 
@@ -77,6 +79,7 @@ public enum AppBoxCommandLine {
     case "protect": return try ControlCommands.protect(rest)
     case "backup": return try BackupCommand.run(rest)
     case "restore": return try RestoreCommand.run(rest)
+    case "run": try RunCommand.run(rest)
     case "--help", "-h", "help":
       print(help)
       return .success

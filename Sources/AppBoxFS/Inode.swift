@@ -38,7 +38,8 @@ final class Inode: Sendable {
   let fixed: SandboxLayout.FixedDirectory?
   /// Lookups the kernel holds; changed only under ``InodeTable``'s lock.
   let lookups: Atomic<UInt64>
-  /// Open file handles on this inode.
+  /// Open file handles on this inode; for a regular file in Caches or tmp, changed only
+  /// under the books' lock (``StorageState/pin(_:)``), which the catalog's count follows.
   let openHandles: Atomic<Int32>
   /// The storage domain (`StorageDomain` raw value); a file's changes when it is renamed
   /// into another domain.
@@ -54,8 +55,9 @@ final class Inode: Sendable {
   /// Unix second of the last use through the mount, to touch the purge catalog at most
   /// once a second per file.
   let lastTouch = Atomic<UInt32>(0)
-  /// Set when a purge removed the file: it answers ENOENT even where the kernel still has
-  /// it cached (until the kernel's entry is invalidated).
+  /// Set when a purge removed the file: its getattr and open answer ESTALE where the
+  /// kernel still has it cached (until the kernel's entry is invalidated), so the kernel
+  /// looks the name up again.
   let purged = Atomic<Bool>(false)
 
   /// How the kernel does I/O on the open handles of this file; see ``IOMode``.

@@ -16,7 +16,6 @@ extension SandboxFilesystem {
   func track(_ inode: Inode, name: [UInt8], in directory: Inode) {
     guard let parent = catalogParent(directory), inode.isRegularFile || inode.isDirectory else { return }
     let bytes = inode.allocated.withLock { $0 }
-    let opens = Int(inode.openHandles.load(ordering: .relaxed))
     let now = UInt32(clamping: Int(Clock.unix()))
     storage.books.withLock { books in
       let catalog = books.catalog
@@ -26,21 +25,76 @@ extension SandboxFilesystem {
         if !catalog.containsDirectory(ino: ino) { catalog.registerDirectory(ino: ino, parent: parent, name: name) }
       } else if !catalog.contains(ino: ino) {
         catalog.addFile(ino: ino, parent: parent, name: name, bytes: bytes, lastUse: now)
-        for _ in 0..<opens { catalog.open(ino: ino) }
+        // Read under the lock that pins take, so no handle is missed or counted twice.
+        for _ in 0..<Int(inode.openHandles.load(ordering: .relaxed)) { catalog.open(ino: ino) }
       }
     }
   }
 
-  /// A file that gains a second name is no longer purgeable (a purge removes one name).
-  func linked(_ inode: Inode) {
-    guard inode.domain.isPurgeable else { return }
-    storage.books.withLock { _ = $0.catalog.removeFile(ino: inode.key.inode) }
+  /// Counts a new handle of `inode` before the open returns; in Caches and tmp the count
+  /// is kept under the books' lock, so a purge never takes a file with an open handle.
+  /// - Throws: ESTALE when the file was purged since the kernel looked it up: the
+  ///   kernel then looks the name up again and retries (an `O_CREAT` open creates it).
+  func pin(_ inode: Inode) throws(Errno) {
+    guard inode.isRegularFile, inode.domain.isPurgeable else {
+      if inode.purged.load(ordering: .relaxed) { throw .stale }
+      inode.openHandles.add(1, ordering: .relaxed)
+      return
+    }
+    while true {
+      if inode.purged.load(ordering: .relaxed) { throw .stale }
+      switch storage.pin(inode) {
+      case .pinned:
+        touch(inode)
+        return
+      case .untracked:
+        // Off the catalog: hard-linked, or purged by a purge that had not seen this inode.
+        if let st = try? Sys.fstat(inode.fd), st.st_nlink == 0 {
+          unpin(inode)
+          throw .stale
+        }
+        touch(inode)
+        return
+      case .purging:
+        sched_yield()  // a purge is between committing to this file and unlinking it
+      }
+    }
   }
 
-  /// Takes a removed name off the books: `st` is what the name was, `domain` where.
-  /// A directory, or the last link of anything else, gives its allocation back.
-  func untrack(_ st: stat, domain: StorageDomain) {
+  /// Takes back the count of ``pin(_:)``.
+  func unpin(_ inode: Inode) {
+    if inode.isRegularFile, inode.domain.isPurgeable {
+      storage.unpin(inode)
+    } else {
+      inode.openHandles.subtract(1, ordering: .relaxed)
+    }
+  }
+
+  /// A file that gains a second name, `newName` in `directory`, is no longer purgeable
+  /// (a purge removes one name); its names are followed until it is down to one.
+  func linked(_ inode: Inode, as newName: [UInt8], in directory: Inode) {
+    guard inode.domain.isPurgeable else { return }
+    let ino = inode.key.inode
+    let first = storage.books.withLock { books -> LinkNames.Name? in
+      let entry = books.catalog.entry(ino: ino)
+      _ = books.catalog.removeFile(ino: ino)
+      return entry.map { LinkNames.Name(parent: $0.parent, name: $0.name) }
+    }
+    if inode.isRegularFile, let parent = catalogParent(directory) {
+      linkNames.linked(ino: ino, first: first, added: LinkNames.Name(parent: parent, name: newName))
+    }
+  }
+
+  /// Takes a removed name, `name` in `directory`, off the books: `st` is what the name
+  /// was. A directory, or the last link of anything else, gives its allocation back; a
+  /// file left with one link is purgeable again.
+  func untrack(_ st: stat, name: [UInt8], in directory: Inode) {
+    let domain = directory.domain
     let type = st.st_mode & S_IFMT
+    if type == S_IFREG, st.st_nlink > 1 {
+      lostLink(st, name: name, in: directory)
+      return
+    }
     guard type == S_IFDIR || st.st_nlink <= 1 else { return }
     let ino = UInt64(st.st_ino)
     let cached = inodes.existing(backingInode: ino)
@@ -63,14 +117,43 @@ extension SandboxFilesystem {
     }
   }
 
-  /// Mirrors a rename of `st` from `from` to `newName` in `to` (same domain, or a
-  /// non-directory moving between domains).
-  func moved(_ st: stat, to newName: [UInt8], in to: Inode, from: Inode) {
+  /// A file with other links lost the name `name` in `directory`: down to one link, it
+  /// goes back on the purge catalog under its remaining name.
+  private func lostLink(_ st: stat, name: [UInt8], in directory: Inode) {
+    guard let parent = catalogParent(directory) else { return }
     let ino = UInt64(st.st_ino)
+    let remaining = Int(st.st_nlink) - 1
+    guard let last = linkNames.removed(ino: ino, LinkNames.Name(parent: parent, name: name), remaining: remaining)
+    else { return }
+    let cached = inodes.existing(backingInode: ino)
+    let bytes = cached?.allocated.withLock { $0 } ?? Int64(st.st_blocks) * 512
+    let opens = Int(cached?.openHandles.load(ordering: .relaxed) ?? 0)
+    let now = UInt32(clamping: Int(Clock.unix()))
+    storage.books.withLock { books in
+      let catalog = books.catalog
+      if case .directory(let directoryIno) = last.parent, !catalog.containsDirectory(ino: directoryIno) { return }
+      guard !catalog.contains(ino: ino), !catalog.containsDirectory(ino: ino) else { return }
+      catalog.addFile(ino: ino, parent: last.parent, name: last.name, bytes: bytes, lastUse: now)
+      for _ in 0..<opens { catalog.open(ino: ino) }
+    }
+  }
+
+  /// Mirrors a rename of `st` from `oldName` in `from` to `newName` in `to` (same domain,
+  /// or a non-directory with one link moving between domains).
+  func moved(_ st: stat, from oldName: [UInt8], in from: Inode, to newName: [UInt8], in to: Inode) {
+    let ino = UInt64(st.st_ino)
+    if st.st_mode & S_IFMT == S_IFREG, st.st_nlink > 1, let oldParent = catalogParent(from),
+      let newParent = catalogParent(to)
+    {
+      linkNames.renamed(
+        ino: ino, from: LinkNames.Name(parent: oldParent, name: oldName),
+        to: LinkNames.Name(parent: newParent, name: newName))
+    }
     let isDirectory = st.st_mode & S_IFMT == S_IFDIR
     let cached = inodes.existing(backingInode: ino)
     let bytes = cached?.allocated.withLock { $0 } ?? Int64(st.st_blocks) * 512
     let newParent = catalogParent(to)
+    cached?.domain = to.domain  // before the books: an open from now on pins it there
     storage.books.withLock { books in
       let catalog = books.catalog
       if from.domain != to.domain {
@@ -98,6 +181,5 @@ extension SandboxFilesystem {
         catalog.removeFile(ino: ino)
       }
     }
-    cached?.domain = to.domain
   }
 }

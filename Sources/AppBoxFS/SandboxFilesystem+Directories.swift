@@ -23,7 +23,10 @@ final class DirectoryHandle: @unchecked Sendable {
 extension SandboxFilesystem {
   /// `opendir`.
   public func opendir(_ ctx: RequestContext, node: NodeID, flags: Int32) throws(Errno) -> OpenedFile {
-    let fd = try Sys.reopen(inodes.inode(node).fd, flags: O_RDONLY | O_DIRECTORY | O_CLOEXEC | accessTimeFlag)
+    let directory = inodes.inode(node)
+    let fd = try withDescriptors { () throws(Errno) -> Int32 in
+      try Sys.reopen(directory.fd, flags: O_RDONLY | O_DIRECTORY | O_CLOEXEC | accessTimeFlag)
+    }
     let stream = try DirectoryStream(fd: fd)
     // The handle is an owned reference; released by releasedir.
     let handle = Unmanaged.passRetained(DirectoryHandle(stream: stream))

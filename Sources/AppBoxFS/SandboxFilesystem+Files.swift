@@ -18,10 +18,10 @@ import SandboxPolicy
 // backing file, when the kernel and the daemon's privileges allow it. Reads then cost no
 // round trip and need no check. The kernel requires every handle opened on the file while
 // one is open that way to be passthrough too: a writer that opens it meanwhile gets a
-// passthrough handle as well, marked direct I/O, which the kernel lets override
-// passthrough for reads and writes: its writes still come to the daemon, which clears
-// set-ID bits (under FUSE_HANDLE_KILLPRIV_V2 the kernel leaves that to the daemon, even
-// for writes it passes through itself) and charges the quota write by write.
+// passthrough handle marked FOPEN_DIRECT_IO, which the kernel honours first: its reads
+// and writes still come to the daemon, which clears set-ID bits (under
+// FUSE_HANDLE_KILLPRIV_V2 the kernel leaves that to the daemon, even for writes it passes
+// through itself) and charges the quota write by write.
 
 /// How the kernel does I/O on an open handle.
 enum HandleKind: UInt64 {
@@ -57,6 +57,9 @@ extension SandboxFilesystem {
   /// write out, and POSIX locks are kept by the kernel (no getlk/setlk handlers), so no
   /// lock owner needs the flush to drop its locks.
   func opened(_ fd: Int32, flags: Int32, inode: Inode) -> OpenedFile {
+    // O_TRUNC came with the open (the kernel sends no truncate of its own): what it freed
+    // leaves the books now. A new file (nothing allocated) needs no measuring.
+    if flags & O_TRUNC != 0, inode.allocated.withLock({ $0 }) > 0 { account(inode, fd: fd) }
     let direct = flags & Linux.openDirect != 0
     let mayPassthrough =
       passthrough.isAvailable && inode.isRegularFile && !direct && flags & O_ACCMODE == O_RDONLY
@@ -77,10 +80,15 @@ extension SandboxFilesystem {
       mode.cachedHandles += 1
       return (direct ? .direct : .cached, nil)
     }
-    // A writer joining passthrough: its reads and writes come to the daemon (above).
-    let joiningWriter = kind == .passthrough && flags & O_ACCMODE != O_RDONLY
+    // A handle joining passthrough handles must be one too (the kernel refuses to mix),
+    // but a writer's, or an O_DIRECT one's, with FOPEN_DIRECT_IO, which the kernel puts
+    // first: its I/O comes to the daemon, its checks and its quota (a writer's shared
+    // mmaps alone go to the backing file). A plain passthrough handle would also hand the
+    // caller's O_DIRECT to the backing file, and ext4 refuses unaligned direct I/O
+    // (EINVAL).
+    let throughDaemon = kind == .passthrough && (flags & O_ACCMODE != O_RDONLY || direct)
     return OpenedFile(
-      handle: kind.handle(fd), keepCache: kind == .cached, directIO: kind == .direct || joiningWriter, noFlush: true,
+      handle: kind.handle(fd), keepCache: kind == .cached, directIO: kind == .direct || throughDaemon, noFlush: true,
       backing: backing)
   }
 
@@ -115,22 +123,23 @@ extension SandboxFilesystem {
     }
   }
 
-  /// `open`: refused (EPERM) when the file's class is closed in the current state.
+  /// `open`: refused (EPERM) when the file's class is closed in the current state. The
+  /// file is pinned against purges before this returns (ESTALE if it was purged since
+  /// the kernel looked it up: the kernel looks the name up again and retries).
   public func open(_ ctx: RequestContext, node: NodeID, flags: Int32) throws(Errno) -> OpenedFile {
     let inode = inodes.inode(node)
-    if inode.purged.load(ordering: .relaxed) { throw .noEntry }
     if inode.isRegularFile { try check(.openExisting, inode) }
-    if flags & O_TRUNC != 0, inode.isRegularFile { try clearSetID(for: ctx, fd: inode.fd) }
-    let fd = try Sys.reopen(inode.fd, flags: backingFlags(flags))
-    opened(inode)
+    try pin(inode)
+    let fd: Int32
+    do throws(Errno) {
+      if flags & O_TRUNC != 0, inode.isRegularFile { try clearSetID(for: ctx, fd: inode.fd) }
+      fd = try withDescriptors { () throws(Errno) -> Int32 in try Sys.reopen(inode.fd, flags: backingFlags(flags)) }
+    } catch {
+      unpin(inode)
+      throw error
+    }
+    if flags & O_TRUNC != 0 { account(inode, fd: fd) }  // the truncate gave blocks back
     return opened(fd, flags: flags, inode: inode)
-  }
-
-  /// Counts a new handle (an open file is never purged).
-  func opened(_ inode: Inode) {
-    inode.openHandles.add(1, ordering: .relaxed)
-    if inode.domain.isPurgeable { storage.books.withLock { _ = $0.catalog.open(ino: inode.key.inode) } }
-    touch(inode)
   }
 
   /// `create`: +1 lookup. The kernel sends it for `O_CREAT` opens of names it has not
@@ -143,36 +152,47 @@ extension SandboxFilesystem {
     let directory = inodes.inode(parent)
     let exclusive = flags & O_EXCL != 0
     let inherited = protectionClass(of: directory)
-    do throws(Errno) {
-      try checkCanCreate(in: directory)
-      if !exclusive, !AccessRule.decide(inherited, .createNew, in: protection.snapshot) {
-        throw Errno.exists  // refused if new: see first whether it exists (below)
-      }
-      try check(.createNew, inherited, path: mountPath(of: name, in: directory))
-      let fd = try ctx.asCreator(mode: mode) { (mode) throws(Errno) -> Int32 in
-        try Sys.openat(directory.fd, name, backingFlags(flags) | O_CREAT | O_EXCL | O_NOFOLLOW, mode)
-      }
-      let entry: Entry
+    // A name that a purge removes between the attempts below is created afresh.
+    var attempts = 0
+    while true {
+      attempts += 1
       do throws(Errno) {
-        entry = try created(name, in: directory, protection: inherited, reserved: 0, openFD: fd)
-      } catch {
-        Sys.close(fd)
-        throw error
-      }
-      let inode = inodes.inode(entry.node)
-      opened(inode)
-      return (entry, opened(fd, flags: flags, inode: inode))
-    } catch  where !exclusive && (error == .exists || error == .notPermitted) {
-      // The name exists (or creating it would be refused): open it if it does.
-      guard let entry = try? lookupEntry(in: directory, name: name) else {
-        if error == .exists { try check(.createNew, inherited, path: mountPath(of: name, in: directory)) }
-        throw error
-      }
-      do throws(Errno) {
-        return (entry, try open(ctx, node: entry.node, flags: flags & ~O_CREAT))
-      } catch {
-        forget(entry.node, count: 1)
-        throw error
+        try checkCanCreate(in: directory)
+        if !exclusive, !AccessRule.decide(inherited, .createNew, in: protection.snapshot) {
+          throw Errno.exists  // refused if new: see first whether it exists (below)
+        }
+        try check(.createNew, inherited, path: mountPath(of: name, in: directory))
+        let room = try reserveRoom(in: directory)
+        let fd = try withDescriptors { () throws(Errno) -> Int32 in
+          try ctx.asCreator(mode: mode) { (mode) throws(Errno) -> Int32 in
+            try Sys.openat(directory.fd, name, backingFlags(flags) | O_CREAT | O_EXCL | O_NOFOLLOW, mode)
+          }
+        }
+        let entry: Entry
+        do throws(Errno) {
+          entry = try created(
+            name, in: directory, protection: inherited, reserved: reserve(0, domain: directory.domain), room: room,
+            openFD: fd)
+        } catch {
+          Sys.close(fd)
+          throw error
+        }
+        return (entry, opened(fd, flags: flags, inode: inodes.inode(entry.node)))
+      } catch  where !exclusive && (error == .exists || error == .notPermitted || error == .noSpace) {
+        // The name exists (or creating it would be refused, or not fit): open it if it does.
+        let entry: Entry
+        do throws(Errno) { entry = try lookupEntry(in: directory, name: name) } catch let missing {
+          if missing == .noEntry, error == .exists, attempts < 16 { continue }  // gone meanwhile
+          if error == .exists { try check(.createNew, inherited, path: mountPath(of: name, in: directory)) }
+          throw error
+        }
+        do throws(Errno) {
+          return (entry, try open(ctx, node: entry.node, flags: flags & ~O_CREAT))
+        } catch {
+          forget(entry.node, count: 1)
+          if error == .stale, attempts < 16 { continue }  // purged meanwhile
+          throw error
+        }
       }
     }
   }
@@ -197,14 +217,15 @@ extension SandboxFilesystem {
     let fd = Int32(truncatingIfNeeded: handle)
     try clearSetID(for: ctx, fd: fd)
     let count = data.count
-    let (reserved, limit) = try reserveForWrite(inode, offset: offset, count: count)
+    var limit: Int?
+    let reservation = try reserveForWrite(inode, offset: offset, count: count, limit: &limit)
     let written: Int
     do throws(Errno) { written = try data.write(to: fd, at: offset, limit: limit) } catch {
-      unreserve(reserved, domain: inode.domain)
+      settle(reservation, inode, fd: fd)  // a failed write may still have allocated
       throw error
     }
     inode.written.store(true, ordering: .relaxed)
-    account(inode, fd: fd, reserved: reserved)
+    settle(reservation, inode, fd: fd)
     touch(inode)
     return written
   }
@@ -231,22 +252,22 @@ extension SandboxFilesystem {
     if cleared != mode { try Sys.chmod(fd, cleared) }
   }
 
-  /// Reserves room for `count` bytes at `offset`.
-  /// - Returns: the reservation, and a shorter length when only part fits.
+  /// Reserves room for `count` bytes at `offset`; `limit` becomes a shorter length when
+  /// only part fits.
   /// - Throws: ENOSPC when nothing fits.
-  func reserveForWrite(_ inode: Inode, offset: off_t, count: Int) throws(Errno) -> (Int64, Int?) {
+  func reserveForWrite(_ inode: Inode, offset: off_t, count: Int, limit: inout Int?) throws(Errno) -> Reservation {
     let need = growthEstimate(inode, offset: offset, count: count)
-    guard need > 0 else { return (0, nil) }
-    let granted = reserve(need, domain: inode.domain)
-    if granted >= need { return (granted, nil) }
+    let reservation = reserve(need, domain: inode.domain)
+    if reservation.bytes >= need { return reservation }
     // Keep one block of the grant for the filesystem's metadata; write what fits in the rest.
-    let fits = Int(max(0, granted - 4096) / 4096 * 4096)
+    let fits = Int(AllocationBlocks.roundDown(reservation.bytes - AllocationBlocks.size))
     guard fits > 0 else {
-      unreserve(granted, domain: inode.domain)
+      reservation.cancel()
       storage.countNoSpace()
       throw .noSpace
     }
-    return (granted, min(fits, count))
+    limit = min(fits, count)
+    return reservation
   }
 
   /// `flush`: a close of one descriptor. Closing a duplicate makes the backing filesystem
@@ -264,11 +285,10 @@ extension SandboxFilesystem {
     // What the backing filesystem allocated at writeback: measured while written data may
     // be pending (the last handle's release clears the mark), and after passthrough
     // handles, whose writes bypass the daemon. A file nobody wrote is not measured again.
-    let remaining = inode.openHandles.subtract(1, ordering: .relaxed).newValue
-    let written =
-      remaining == 0 ? inode.written.exchange(false, ordering: .relaxed) : inode.written.load(ordering: .relaxed)
+    let last = inode.openHandles.load(ordering: .relaxed) <= 1
+    let written = last ? inode.written.exchange(false, ordering: .relaxed) : inode.written.load(ordering: .relaxed)
     if written || HandleKind(handle: handle) == .passthrough { account(inode, fd: inode.fd) }
-    if inode.domain.isPurgeable { storage.books.withLock { _ = $0.catalog.close(ino: inode.key.inode) } }
+    unpin(inode)
   }
 
   /// `fsync`.
@@ -288,12 +308,13 @@ extension SandboxFilesystem {
     let fd = Int32(truncatingIfNeeded: handle)
     try clearSetID(for: ctx, fd: fd)
     let allocates = mode & Linux.fallocPunchHole == 0
-    let reserved = allocates ? try reserveAll(Int64(length) + 4096, domain: inode.domain) : 0
+    let reservation = try reserveAll(
+      allocates ? AllocationBlocks.withMetadata(Int64(length)) : 0, domain: inode.domain)
     do throws(Errno) { try Sys.fallocate(fd, mode, offset, length) } catch {
-      unreserve(reserved, domain: inode.domain)
+      settle(reservation, inode, fd: fd)  // a full backing fails after allocating part
       throw error
     }
-    account(inode, fd: fd, reserved: reserved)
+    settle(reservation, inode, fd: fd)
   }
 
   /// `lseek` for `SEEK_DATA` and `SEEK_HOLE` (the kernel answers the others itself).
@@ -315,17 +336,18 @@ extension SandboxFilesystem {
     try check(.handleIO, target)
     let outFD = Int32(truncatingIfNeeded: outHandle)
     try clearSetID(for: ctx, fd: outFD)
-    let (reserved, limit) = try reserveForWrite(target, offset: outOffset, count: count)
+    var limit: Int?
+    let reservation = try reserveForWrite(target, offset: outOffset, count: count, limit: &limit)
     let copied: Int
     do throws(Errno) {
       copied = try Sys.copyFileRange(
         Int32(truncatingIfNeeded: inHandle), inOffset, outFD, outOffset, limit ?? count, UInt32(bitPattern: flags))
     } catch {
-      unreserve(reserved, domain: target.domain)
+      settle(reservation, target, fd: outFD)  // a failed copy may still have allocated
       throw error
     }
     target.written.store(true, ordering: .relaxed)
-    account(target, fd: outFD, reserved: reserved)
+    settle(reservation, target, fd: outFD)
     touch(source)
     touch(target)
     return copied

@@ -11,7 +11,8 @@ import SandboxPolicy
 // Layout: nothing new at the container root; fixed directories are never removed,
 // renamed or replaced. Domains: a directory never changes domain (a rename or exchange
 // that would move one is EXDEV, which `mv` and Foundation answer by copying); files may
-// move (and be exchanged) between domains, and their bytes move with them.
+// move (and be exchanged) between domains, and their bytes move with them, unless they
+// have more than one link (links stay within a domain: EXDEV).
 
 extension SandboxFilesystem {
   /// `mknod` (regular files, fifos, sockets; devices when the caller may): +1 lookup.
@@ -23,8 +24,11 @@ extension SandboxFilesystem {
     let isRegular = mode & S_IFMT == S_IFREG
     let inherited = protectionClass(of: directory)
     if isRegular { try check(.createNew, inherited, path: mountPath(of: name, in: directory)) }
+    let room = try reserveRoom(in: directory)
     try ctx.asCreator(mode: mode) { (mode) throws(Errno) in try Sys.mknodat(directory.fd, name, mode, device) }
-    return try created(name, in: directory, protection: isRegular ? inherited : nil, reserved: 0)
+    return try created(
+      name, in: directory, protection: isRegular ? inherited : nil, reserved: reserve(0, domain: directory.domain),
+      room: room)
   }
 
   /// `mkdir`: +1 lookup. The new directory takes its parent's class.
@@ -33,14 +37,11 @@ extension SandboxFilesystem {
   {
     let directory = inodes.inode(parent)
     try checkCanCreate(in: directory)
-    let reserved = try reserveAll(4096, domain: directory.domain)
-    do throws(Errno) {
-      try ctx.asCreator(mode: mode) { (mode) throws(Errno) in try Sys.mkdirat(directory.fd, name, mode) }
-    } catch {
-      unreserve(reserved, domain: directory.domain)
-      throw error
-    }
-    return try created(name, in: directory, protection: protectionClass(of: directory), reserved: reserved)
+    let reservation = try reserveAll(AllocationBlocks.size, domain: directory.domain)  // its own block
+    let room = try reserveRoom(in: directory)
+    try ctx.asCreator(mode: mode) { (mode) throws(Errno) in try Sys.mkdirat(directory.fd, name, mode) }
+    return try created(
+      name, in: directory, protection: protectionClass(of: directory), reserved: reservation, room: room)
   }
 
   /// `symlink`: +1 lookup. The target is stored as given; the daemon never follows it.
@@ -49,37 +50,51 @@ extension SandboxFilesystem {
   {
     let directory = inodes.inode(parent)
     try checkCanCreate(in: directory)
+    let room = try reserveRoom(in: directory)
     try ctx.asCaller { () throws(Errno) in try Sys.symlinkat(target, directory.fd, name) }
-    return try created(name, in: directory, protection: nil, reserved: 0)
+    return try created(name, in: directory, protection: nil, reserved: reserve(0, domain: directory.domain), room: room)
   }
 
   /// Looks up what was just created, gives it its class, and puts it on the books.
+  /// `openFD`: the new file's open descriptor (`create`), whose handle is counted before
+  /// the file goes on the catalog, so no purge can take it before the create returns.
+  /// `reserved`: for the new item; `room`: for the directory's growth (``reserveRoom(in:)``).
   func created(
-    _ name: UnsafePointer<CChar>, in directory: Inode, protection: ProtectionClass?, reserved: Int64,
-    openFD: Int32? = nil
+    _ name: UnsafePointer<CChar>, in directory: Inode, protection: ProtectionClass?,
+    reserved: consuming Reservation, room: consuming Reservation, openFD: Int32? = nil
   ) throws(Errno) -> Entry {
-    let entry: Entry
-    do throws(Errno) { entry = try lookupEntry(in: directory, name: name) } catch {
-      unreserve(reserved, domain: directory.domain)
+    let entry = try lookupEntry(in: directory, name: name)
+    let inode = inodes.inode(entry.node)
+    let storedAttribute: Bool
+    do throws(Errno) {
+      storedAttribute =
+        try protection.map { (c) throws(Errno) in try assignProtection(c, to: inode, openFD: openFD) }
+        ?? false
+    } catch {
+      // Without its class the item would fall back to the default one: undo the create.
+      do throws(Errno) { try Sys.unlinkat(directory.fd, name, inode.isDirectory ? AT_REMOVEDIR : 0) } catch let kept {
+        log(
+          "create: cannot store the class of \(String(decoding: CName(name).bytes, as: UTF8.self)) (\(error)) nor remove it (\(kept))"
+        )
+      }
+      forget(entry.node, count: 1)
+      reserved.cancel()
+      settle(room, directory, fd: directory.fd)
       throw error
     }
-    let inode = inodes.inode(entry.node)
-    let storedAttribute = protection.map { assignProtection($0, to: inode, openFD: openFD) } ?? false
+    if openFD != nil { inode.openHandles.add(1, ordering: .relaxed) }
     inode.allocated.withLock { $0 = 0 }
     // The lookup's measurement holds unless an attribute was written since (it may take a block).
-    account(inode, fd: openFD ?? inode.fd, reserved: reserved, known: storedAttribute ? nil : entry.attributes)
-    account(directory, fd: directory.fd)
+    settle(reserved, inode, fd: openFD ?? inode.fd, known: storedAttribute ? nil : entry.attributes)
+    settle(room, directory, fd: directory.fd)
     track(inode, name: CName(name).bytes, in: directory)
     return entry
   }
 
-  /// Reserves exactly `bytes` or fails with ENOSPC (after purging what it could).
-  func reserveAll(_ bytes: Int64, domain: StorageDomain) throws(Errno) -> Int64 {
-    let granted = reserve(bytes, domain: domain)
-    guard granted < bytes else { return granted }
-    unreserve(granted, domain: domain)
-    storage.countNoSpace()
-    throw .noSpace
+  /// Reserves a block for the growth of `directory` by one more name (ENOSPC when even
+  /// that does not fit, after purging), settled when the directory is measured.
+  func reserveRoom(in directory: Inode) throws(Errno) -> Reservation {
+    try reserveAll(AllocationBlocks.size, domain: directory.domain)
   }
 
   /// `unlink`.
@@ -88,7 +103,7 @@ extension SandboxFilesystem {
     try checkCanRemove(name, in: directory)
     let st = try Sys.fstatat(directory.fd, name, AT_SYMLINK_NOFOLLOW)
     try Sys.unlinkat(directory.fd, name, 0)
-    untrack(st, domain: directory.domain)
+    untrack(st, name: CName(name).bytes, in: directory)
     account(directory, fd: directory.fd)
   }
 
@@ -98,7 +113,7 @@ extension SandboxFilesystem {
     try checkCanRemove(name, in: directory)
     let st = try Sys.fstatat(directory.fd, name, AT_SYMLINK_NOFOLLOW)
     try Sys.unlinkat(directory.fd, name, AT_REMOVEDIR)
-    untrack(st, domain: directory.domain)
+    untrack(st, name: CName(name).bytes, in: directory)
     account(directory, fd: directory.fd)
   }
 
@@ -116,21 +131,24 @@ extension SandboxFilesystem {
     let target = try? Sys.fstatat(to.fd, newName, AT_SYMLINK_NOFOLLOW)
     let exchange = flags & Linux.renameExchange != 0
     if from.domain != to.domain {
+      // A directory never changes domain, and a file with other links would leave them
+      // behind (hard links stay within a domain, so its bytes are charged to one).
       let moves = [source] + (exchange ? target.map { [$0] } ?? [] : [])
-      if moves.contains(where: { $0.st_mode & S_IFMT == S_IFDIR }) { throw .crossDevice }
+      if moves.contains(where: { $0.st_mode & S_IFMT == S_IFDIR || $0.st_nlink > 1 }) { throw .crossDevice }
     }
+    // The target directory may grow by a name; a rename is not refused for it (what a
+    // full sandbox cannot reserve is purged afterwards, if anything is purgeable).
+    let room = reserve(AllocationBlocks.size, domain: to.domain)
     try Sys.renameat2(from.fd, name, to.fd, newName, flags)
-    defer {
-      account(from, fd: from.fd)
-      if to !== from { account(to, fd: to.fd) }
-    }
     if exchange, let target {
-      moved(source, to: CName(newName).bytes, in: to, from: from)
-      moved(target, to: CName(name).bytes, in: from, from: to)
-      return
+      moved(source, from: CName(name).bytes, in: from, to: CName(newName).bytes, in: to)
+      moved(target, from: CName(newName).bytes, in: to, to: CName(name).bytes, in: from)
+    } else if target?.st_ino != source.st_ino {  // two names of one file: nothing moves
+      if let target { untrack(target, name: CName(newName).bytes, in: to) }
+      moved(source, from: CName(name).bytes, in: from, to: CName(newName).bytes, in: to)
     }
-    if let target, target.st_ino != source.st_ino { untrack(target, domain: to.domain) }
-    moved(source, to: CName(newName).bytes, in: to, from: from)
+    if to !== from { account(from, fd: from.fd) }
+    settle(room, to, fd: to.fd)
   }
 
   /// `link`: +1 lookup on the linked node. Links stay within one domain (EXDEV otherwise).
@@ -141,9 +159,10 @@ extension SandboxFilesystem {
     let directory = inodes.inode(newParent)
     try checkCanCreate(in: directory)
     if inode.domain != directory.domain { throw .crossDevice }
+    let room = try reserveRoom(in: directory)
     try Sys.link(inode.fd, directory.fd, newName)
-    linked(inode)
-    account(directory, fd: directory.fd)
+    linked(inode, as: CName(newName).bytes, in: directory)
+    settle(room, directory, fd: directory.fd)
     return try lookupEntry(in: directory, name: newName)
   }
 }

@@ -30,10 +30,11 @@ extension SandboxFilesystem {
     }
   }
 
-  /// `getattr`.
+  /// `getattr`. A purged file is ESTALE: the kernel then looks its name up again (a
+  /// `stat` or an open's permission check retries, and finds the name gone or new).
   public func getattr(_ ctx: RequestContext, node: NodeID, handle: UInt64?) throws(Errno) -> stat {
     let inode = inodes.inode(node)
-    if inode.purged.load(ordering: .relaxed) { throw .noEntry }
+    if inode.purged.load(ordering: .relaxed) { throw .stale }
     return try Sys.fstat(inode.fd)
   }
 
@@ -99,7 +100,7 @@ extension SandboxFilesystem {
   public func statfs(_ ctx: RequestContext, node: NodeID) throws(Errno) -> statvfs {
     var st = try Sys.fstatvfs(inodes.root.fd)
     let (capacity, free) = storage.books.withLock { ($0.ledger.capacity, $0.ledger.free) }
-    let block: Int64 = 4096
+    let block = AllocationBlocks.size
     st.f_bsize = UInt(block)
     st.f_frsize = UInt(block)
     st.f_blocks = fsblkcnt_t(capacity / block)

@@ -56,17 +56,22 @@ extension SandboxFilesystem {
   /// set it) and caches it. The container default is not stored (items without a class
   /// have it), which saves an attribute write per create. `openFD`, when the item is open,
   /// saves a path resolution. Returns whether an attribute was written.
+  /// - Throws: the attribute write's error (the item would otherwise fall back to the
+  ///   default class once the cached one is dropped).
   @discardableResult
-  func assignProtection(_ protectionClass: ProtectionClass, to inode: Inode, openFD: Int32?) -> Bool {
-    inode.cachedProtection = protectionClass
-    guard protectionClass != options.defaultProtection else { return false }
+  func assignProtection(_ protectionClass: ProtectionClass, to inode: Inode, openFD: Int32?) throws(Errno) -> Bool {
+    guard protectionClass != options.defaultProtection else {
+      inode.cachedProtection = protectionClass
+      return false
+    }
     let value = Array(protectionClass.name.utf8)
     let name = AppBoxAttribute.inheritedProtectionName
     if let openFD {
-      try? Xattr.set(openFile: openFD, name: name, value: value)
+      try Xattr.set(openFile: openFD, name: name, value: value)
     } else {
-      try? Xattr.set(inode.fd, name: name, value: value)
+      try Xattr.set(inode.fd, name: name, value: value)
     }
+    inode.cachedProtection = protectionClass
     return true
   }
 

@@ -18,35 +18,68 @@ extension SandboxFilesystem {
     let allocated = inode.allocated.withLock { $0 }
     let end = Int64(offset) + Int64(count)
     guard end > allocated else { return 0 }
-    let growth = min(Int64(count), end - allocated)
-    return (growth + 4095) / 4096 * 4096 + 4096
+    return AllocationBlocks.withMetadata(min(Int64(count), end - allocated))
   }
 
   /// Takes `need` bytes from the quota for `domain`, purging tmp and Caches if they are
   /// not free.
   /// - Returns: the bytes granted, ≤ need.
-  func reserve(_ need: Int64, domain: StorageDomain) -> Int64 {
-    guard need > 0 else { return 0 }
+  func reserve(_ need: Int64, domain: StorageDomain) -> Reservation {
+    guard need > 0 else { return Reservation(bytes: 0, domain: domain, storage: storage) }
     let (granted, plan) = storage.reserveOrPlan(need, domain: domain)
-    if let granted { return granted }
+    if let granted { return Reservation(bytes: granted, domain: domain, storage: storage) }
     if let plan {
       RequestReading.handOff()  // unlinking the victims may take a while
       carryOut(plan, onRequestThread: true)
     }
-    return storage.reserveFree(need, domain: domain)
+    return Reservation(bytes: storage.reserveFree(need, domain: domain), domain: domain, storage: storage)
   }
 
-  /// Gives back a reservation that was not used.
-  func unreserve(_ bytes: Int64, domain: StorageDomain) {
-    if bytes != 0 { storage.charge(-bytes, domain: domain) }
+  /// Reserves exactly `bytes` or fails with ENOSPC (after purging what it could).
+  func reserveAll(_ bytes: Int64, domain: StorageDomain) throws(Errno) -> Reservation {
+    let reservation = reserve(bytes, domain: domain)
+    guard reservation.bytes < bytes else { return reservation }
+    reservation.cancel()
+    storage.countNoSpace()
+    throw .noSpace
+  }
+
+  /// Runs a change of `inode`'s extended attributes within the quota: reserves what a
+  /// value of `valueBytes` may take (ENOSPC when it does not fit, after purging), then
+  /// measures the file's allocation, which counts the attribute blocks as `du` does.
+  func changingAttributes(_ inode: Inode, valueBytes: Int, _ body: () throws(Errno) -> Void) throws(Errno) {
+    let reservation = try reserveAll(AllocationBlocks.roundUp(Int64(valueBytes)), domain: inode.domain)
+    do throws(Errno) { try body() } catch {
+      settle(reservation, inode, fd: inode.fd)  // a failed change may still have allocated
+      throw error
+    }
+    settle(reservation, inode, fd: inode.fd)
+  }
+
+  /// Measures `inode`'s allocation after the change `reservation` was taken for, and
+  /// settles the quota (see ``account(_:fd:known:)``).
+  @discardableResult
+  func settle(_ reservation: consuming Reservation, _ inode: Inode, fd: Int32, known: stat? = nil) -> stat? {
+    let (reserved, domain) = reservation.handOver()
+    if domain != inode.domain, reserved != 0 {
+      storage.charge(-reserved, domain: domain)  // the file moved to another domain meanwhile
+      return measure(inode, fd: fd, reserved: 0, known: known)
+    }
+    return measure(inode, fd: fd, reserved: reserved, known: known)
+  }
+
+  /// Measures `inode`'s allocation after a change that reserved nothing (a truncate, an
+  /// fsync, a release) and charges the difference.
+  @discardableResult
+  func account(_ inode: Inode, fd: Int32, known: stat? = nil) -> stat? {
+    measure(inode, fd: fd, reserved: 0, known: known)
   }
 
   /// Measures `inode`'s allocation after a change and settles the quota: the difference to
   /// what was charged before, minus what was reserved for the change. `known`: the file's
   /// stat taken since the change, which saves the `fstat`.
   /// - Returns: the file's attributes as measured (nil when it was off the books).
-  @discardableResult
-  func account(_ inode: Inode, fd: Int32, reserved: Int64 = 0, known: stat? = nil) -> stat? {
+  private func measure(_ inode: Inode, fd: Int32, reserved: Int64, known: stat?) -> stat? {
     let domain = inode.domain
     // Measured under the inode's lock, which `untrack` takes too: a close racing an
     // unlink either settles before the unlink gives the bytes back, or sees no link left.
@@ -60,14 +93,22 @@ extension SandboxFilesystem {
       return (now - charged, now, st)
     }
     guard let (delta, now, st) = measured else {
-      unreserve(reserved, domain: domain)
+      if reserved != 0 { storage.charge(-reserved, domain: domain) }
       return nil
     }
     let tracked = domain.isPurgeable && inode.isRegularFile ? inode.key.inode : nil
     if delta != reserved || tracked != nil {
-      storage.charge(delta - reserved, domain: domain, trackedFile: tracked, newBytes: now)
+      let over = storage.charge(delta - reserved, domain: domain, trackedFile: tracked, newBytes: now)
+      if over > 0 { purgeOverflow(over) }
     }
     return st
+  }
+
+  /// Purges what an allocation nobody could reserve for put above the capacity: blocks
+  /// the backing filesystem allocates at writeback (an extent block), a shared mmap's.
+  private func purgeOverflow(_ bytes: Int64) {
+    let plan = storage.plan(reason: .pressure) { catalog, _ in catalog.chooseVictims(toFree: bytes) }
+    if !plan.victims.isEmpty { carryOut(plan, onRequestThread: true) }
   }
 
   /// Records a use of a purgeable file for the LRU order. Repeated uses of the file that
@@ -92,55 +133,51 @@ extension SandboxFilesystem {
 
   // MARK: Purging
 
-  /// Unlinks the victims of a plan (already taken off the books), records an event for
-  /// each, and tells the kernel to forget them: before returning when `onRequestThread` is
-  /// false (a control or maintenance thread: when `appbox purge` returns, no program sees
-  /// a purged file any more), else from the maintenance queue (a notification must never
-  /// be sent from a request thread). Directories are worked on in parallel (unlinks in
-  /// different directories do not contend).
-  /// - Returns: the victims unlinked.
+  /// Unlinks the victims of a plan (taken off the catalog, in flight), records an event
+  /// for each, and tells the kernel to forget them: before returning when
+  /// `onRequestThread` is false (a control or maintenance thread: when `appbox purge`
+  /// returns, no program sees a purged file any more), else from the maintenance queue (a
+  /// notification must never be sent from a request thread). Directories are worked on in
+  /// parallel (unlinks in different directories do not contend). A victim an open took
+  /// back is skipped; one whose unlink fails goes back on the catalog (and is logged).
+  /// - Returns: the victims unlinked, with the bytes they gave back.
   @discardableResult
   func carryOut(_ plan: StorageState.PurgePlan, onRequestThread: Bool) -> [PurgeCatalog.Victim] {
     var groups: [[[UInt8]]: [Int]] = [:]
     for (index, components) in plan.directories.enumerated() { groups[components, default: []].append(index) }
     let work = Array(groups)
-    let removed = Mutex<[(index: Int, cached: Inode?)]>([])
+    let removed = Mutex<[(index: Int, cached: Inode?, bytes: Int64)]>([])
     DispatchQueue.concurrentPerform(iterations: work.count) { group in
       let (components, indices) = work[group]
-      guard let directoryFD = openDirectory(components) else { return }
+      guard let directoryFD = openDirectory(components) else {
+        for index in indices { storage.putBack(plan.victims[index].ino) }
+        return
+      }
       defer { Sys.close(directoryFD) }
-      var done: [(index: Int, cached: Inode?)] = []
+      var done: [(index: Int, cached: Inode?, bytes: Int64)] = []
       for index in indices {
         let victim = plan.victims[index]
-        let name = victim.name + [0]
-        let unlinked = name.withUnsafeBufferPointer { buffer -> Bool in
-          let cname = UnsafeRawPointer(buffer.baseAddress!).assumingMemoryBound(to: CChar.self)
-          // The name must still be the chosen inode (a rename may have replaced it), and
-          // its only name (a file that gained a hard link is no longer purgeable).
-          guard let st = try? Sys.fstatat(directoryFD, cname, AT_SYMLINK_NOFOLLOW), UInt64(st.st_ino) == victim.ino,
-            st.st_nlink == 1
-          else { return false }
-          let cached = inodes.existing(backingInode: victim.ino)
-          cached?.purged.store(true, ordering: .relaxed)
-          guard (try? Sys.unlinkat(directoryFD, cname, 0)) != nil else {
-            cached?.purged.store(false, ordering: .relaxed)
-            return false
-          }
-          done.append((index, cached))
-          return true
+        guard storage.commit(victim.ino) else { continue }  // an open took it back
+        switch unlinkVictim(victim, in: directoryFD) {
+        case .unlinked(let cached, let bytes):
+          storage.finish(victim.ino, bytes: bytes)
+          done.append((index, cached, bytes))
+        case .changed:
+          storage.abandon(victim.ino)
+        case .failed(let error):
+          storage.putBack(victim.ino)
+          log("purge: cannot unlink \(String(decoding: victim.name, as: UTF8.self)): \(error); kept")
         }
-        _ = unlinked
       }
       removed.withLock { $0 += done }
     }
     let purged = removed.withLock { $0 }.sorted { $0.index < $1.index }  // events in purge order
     guard !purged.isEmpty else { return [] }
-    storage.purged(purged.map { plan.victims[$0.index] })
     let now = Clock.unix()
     let lines = purged.map { item in
       let victim = plan.victims[item.index]
       return PurgeEvent(
-        time: now, path: plan.directories[item.index] + [victim.name], bytes: victim.bytes, domain: victim.domain,
+        time: now, path: plan.directories[item.index] + [victim.name], bytes: item.bytes, domain: victim.domain,
         reason: plan.reason, lastUse: Double(victim.lastUse)
       ).jsonLine
     }
@@ -160,7 +197,55 @@ extension SandboxFilesystem {
       }
     }
     if onRequestThread { maintenance.async(execute: notify) } else { notify() }
-    return purged.map { plan.victims[$0.index] }
+    return purged.map { item in
+      var victim = plan.victims[item.index]
+      victim.bytes = item.bytes
+      return victim
+    }
+  }
+
+  /// What became of one victim.
+  private enum VictimOutcome {
+    /// Unlinked; `bytes` is its allocation as charged.
+    case unlinked(cached: Inode?, bytes: Int64)
+    /// Its name no longer refers to it alone (unlinked, replaced or linked meanwhile).
+    case changed
+    /// The unlink failed.
+    case failed(Errno)
+  }
+
+  /// Unlinks a committed victim by name, if the name is still that file and its only one.
+  /// The inode the kernel may hold is marked purged first (under its allocation's lock,
+  /// so an `account` racing the unlink either settles before or sees it purged).
+  private func unlinkVictim(_ victim: PurgeCatalog.Victim, in directoryFD: Int32) -> VictimOutcome {
+    let name = victim.name + [0]
+    return name.withUnsafeBufferPointer { buffer -> VictimOutcome in
+      let cname = UnsafeRawPointer(buffer.baseAddress!).assumingMemoryBound(to: CChar.self)
+      let st: stat
+      do throws(Errno) { st = try Sys.fstatat(directoryFD, cname, AT_SYMLINK_NOFOLLOW) } catch {
+        return error == .noEntry ? .changed : .failed(error)
+      }
+      guard UInt64(st.st_ino) == victim.ino, st.st_nlink == 1 else { return .changed }
+      let cached = inodes.existing(backingInode: victim.ino)
+      cached?.allocated.withLock { _ in cached?.purged.store(true, ordering: .relaxed) }
+      do throws(Errno) { try Sys.unlinkat(directoryFD, cname, 0) } catch {
+        cached?.purged.store(false, ordering: .relaxed)
+        return error == .noEntry ? .changed : .failed(error)
+      }
+      let bytes =
+        cached?.allocated.withLock { charged in
+          defer { charged = 0 }
+          return charged
+        } ?? Int64(st.st_blocks) * 512
+      return .unlinked(cached: cached, bytes: bytes)
+    }
+  }
+
+  /// Writes a line to the daemon's log (its standard error): errors that change nothing
+  /// a program sees, but that must not go unnoticed.
+  func log(_ message: String) {
+    let line = Array("appbox: \(message)\n".utf8)
+    _ = line.withUnsafeBytes { try? Sys.write(2, $0) }
   }
 
   /// Opens a directory below the backing root by components, following no symlink.

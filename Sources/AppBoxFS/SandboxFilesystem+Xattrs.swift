@@ -38,15 +38,23 @@ extension SandboxFilesystem {
     return XattrNameMapping.backingName(forMountName: mountName).map { CChar(bitPattern: $0) } + [0]
   }
 
-  /// `setxattr`.
+  /// `setxattr`. Attributes take space: a value that does not fit in the backing inode
+  /// gets a block of its own (ext4), which `du` counts. For a program's attribute a block
+  /// is reserved as for a `mkdir` once the name is accepted (purging if it is not free, but
+  /// never refused for it: most values fit in the inode); AppBox's own attributes (short
+  /// values, checked first) reserve nothing. Either way the change is measured afterwards.
   public func setxattr(
     _ ctx: RequestContext, node: NodeID, name: UnsafePointer<CChar>, value: UnsafeRawBufferPointer, flags: Int32
   ) throws(Errno) {
     let inode = inodes.inode(node)
     if let attribute = AppBoxAttribute(name: CName(name)) {
-      return try setOwn(attribute, of: inode, to: Array(value), flags: flags)
+      return try changingAttributes(inode, valueBytes: value.count + strlen(name)) { () throws(Errno) in
+        try setOwn(attribute, of: inode, to: Array(value), flags: flags)
+      }
     }
-    try withBackingXattrName(name) { (p) throws(Errno) in try Xattr.set(inode.fd, p, value, flags: flags) }
+    try changingAttributes(inode, valueBytes: value.count + strlen(name)) { () throws(Errno) in
+      try withBackingXattrName(name) { (p) throws(Errno) in try Xattr.set(inode.fd, p, value, flags: flags) }
+    }
   }
 
   /// `getxattr`.
@@ -77,13 +85,15 @@ extension SandboxFilesystem {
     return list
   }
 
-  /// `removexattr`.
+  /// `removexattr`; the block an attribute had may be freed, so the change is measured.
   public func removexattr(_ ctx: RequestContext, node: NodeID, name: UnsafePointer<CChar>) throws(Errno) {
     let inode = inodes.inode(node)
     if let attribute = AppBoxAttribute(name: CName(name)) {
-      return try removeOwn(attribute, of: inode)
+      return try changingAttributes(inode, valueBytes: 0) { () throws(Errno) in try removeOwn(attribute, of: inode) }
     }
-    try withBackingXattrName(name) { (p) throws(Errno) in try Xattr.remove(inode.fd, p) }
+    try changingAttributes(inode, valueBytes: 0) { () throws(Errno) in
+      try withBackingXattrName(name) { (p) throws(Errno) in try Xattr.remove(inode.fd, p) }
+    }
   }
 
   // MARK: AppBox's own attributes

@@ -37,6 +37,9 @@ public final class SandboxFilesystem: FuseFilesystem {
   let passthrough = PassthroughFiles()
   /// Files open in passthrough mode now.
   let passthroughFiles = Atomic<Int>(0)
+  /// The names of Caches and tmp files with more than one link, to put them back on the
+  /// purge catalog when they are down to one.
+  let linkNames = LinkNames()
   /// How many inodes the kernel may hold before AppBox asks it to drop some: each holds
   /// an `O_PATH` descriptor, and the process may open only so many.
   let descriptorBudget = max(64, Int(ResourceLimits.openFiles) * 3 / 4 - 64)
@@ -57,7 +60,8 @@ public final class SandboxFilesystem: FuseFilesystem {
       Sys.close(rootFD)
       throw error
     }
-    inodes = InodeTable(root: Inode(node: .root, fd: rootFD, attributes: rootStat, fixed: nil, domain: .root, lookups: 1))
+    inodes = InodeTable(
+      root: Inode(node: .root, fd: rootFD, attributes: rootStat, fixed: nil, domain: .root, lookups: 1))
     self.configuration = configuration
     self.options = options
     backingPath = Array(backingDirectory.utf8)
@@ -152,14 +156,21 @@ public final class SandboxFilesystem: FuseFilesystem {
     return entry(inode, attributes)
   }
 
-  /// The `O_PATH` descriptor of `name` in `parent`. Out of descriptors (EMFILE), it asks
-  /// the kernel to drop idle inodes and waits up to five seconds for their forgets (they
-  /// come as requests, which a busy machine may serve late), then answers EMFILE.
+  /// The `O_PATH` descriptor of `name` in `parent` (``withDescriptors(_:)``).
   func openInode(in parent: Inode, name: UnsafePointer<CChar>) throws(Errno) -> Int32 {
+    try withDescriptors { () throws(Errno) -> Int32 in
+      try Sys.openat(parent.fd, name, Linux.openPath | O_NOFOLLOW | O_CLOEXEC)
+    }
+  }
+
+  /// Runs `open`, which opens a descriptor. Out of descriptors (EMFILE), it asks the
+  /// kernel to drop idle inodes and tries again for up to five seconds (their forgets come
+  /// as requests, which a busy machine may serve late), then answers EMFILE.
+  func withDescriptors<T>(_ open: () throws(Errno) -> T) throws(Errno) -> T {
     var deadline: Double?
     while true {
       do throws(Errno) {
-        return try Sys.openat(parent.fd, name, Linux.openPath | O_NOFOLLOW | O_CLOEXEC)
+        return try open()
       } catch  where error == .tooManyOpenFiles {
         let now = Clock.monotonic()
         if deadline == nil {

@@ -9,6 +9,12 @@ import Synchronization
 /// a purge whose unlink succeeded), so a purge racing an unlink never uncharges twice.
 /// The catalog holds the files a purge may take: regular files with one link, in Caches
 /// or tmp; a purge takes its victims off the catalog first, so no two purges race.
+///
+/// Pins: an open pins its file under this lock before it returns (``pin(_:)``). A victim
+/// stays in ``Books/inFlight`` until its unlink is done: an open that finds it there
+/// before the purge commits to it takes it back (the purge then skips it); once
+/// committed, the open waits for the unlink and fails with ESTALE, so the kernel looks
+/// the name up again (and an `O_CREAT` open creates it afresh).
 final class StorageState: Sendable {
   struct Books: ~Copyable {
     var ledger: QuotaLedger
@@ -16,6 +22,24 @@ final class StorageState: Sendable {
     var purges = 0
     var bytesPurged: Int64 = 0
     var noSpaceRefusals = 0
+    /// Victims taken off the catalog by a purge and not yet unlinked or given back.
+    var inFlight: [UInt64: InFlight] = [:]
+  }
+
+  /// A victim on its way out; `committed` once the purge is about to unlink it.
+  struct InFlight {
+    var victim: PurgeCatalog.Victim
+    var committed = false
+  }
+
+  /// What ``pin(_:)`` found.
+  enum Pin {
+    /// Tracked in the catalog, now with one more open handle: no purge will take it.
+    case pinned
+    /// Not in the catalog (hard-linked, or already purged): nothing for a purge to take.
+    case untracked
+    /// A purge is unlinking it right now.
+    case purging
   }
 
   /// A purge decided under the lock and carried out after it: unlink each victim.
@@ -75,21 +99,90 @@ final class StorageState: Sendable {
       case .directory(let ino): directory = books.catalog.path(ofDirectory: ino) ?? []
       }
       guard books.catalog.removeFile(ino: victim.ino) else { continue }
+      books.inFlight[victim.ino] = InFlight(victim: victim)
       plan.victims.append(victim)
       plan.directories.append(directory)
     }
     return plan
   }
 
-  /// Uncharges the victims a purge unlinked, and counts them.
-  func purged(_ victims: [PurgeCatalog.Victim]) {
-    books.withLock { books in
-      for victim in victims {
-        books.ledger.charge(domain: victim.domain, delta: -victim.bytes)
-        books.purges += 1
-        books.bytesPurged += victim.bytes
+  // MARK: Pins and victims in flight
+
+  /// Counts one more open handle of `inode`, a regular file in Caches or tmp, pinning it
+  /// against purges; a victim a purge has not committed to yet is taken back.
+  func pin(_ inode: Inode) -> Pin {
+    let ino = inode.key.inode
+    return books.withLock { books in
+      if !books.catalog.open(ino: ino) {
+        guard let flight = books.inFlight[ino] else {
+          inode.openHandles.add(1, ordering: .relaxed)
+          return .untracked
+        }
+        if flight.committed { return .purging }
+        books.inFlight[ino] = nil
+        Self.restore(flight.victim, books: &books)
+        books.catalog.open(ino: ino)
       }
+      inode.openHandles.add(1, ordering: .relaxed)
+      return .pinned
     }
+  }
+
+  /// Counts a closed handle of a file in Caches or tmp.
+  func unpin(_ inode: Inode) {
+    books.withLock { books in
+      inode.openHandles.subtract(1, ordering: .relaxed)
+      books.catalog.close(ino: inode.key.inode)
+    }
+  }
+
+  /// Commits a purge to unlinking `ino`, unless an open took it back or it is on the
+  /// catalog again (a rename put it there).
+  /// - Returns: whether to unlink it.
+  func commit(_ ino: UInt64) -> Bool {
+    books.withLock { books in
+      guard books.inFlight[ino] != nil else { return false }
+      guard !books.catalog.contains(ino: ino) else {
+        books.inFlight[ino] = nil
+        return false
+      }
+      books.inFlight[ino]!.committed = true
+      return true
+    }
+  }
+
+  /// A victim unlinked: `bytes` (its allocation as charged) leave the books.
+  func finish(_ ino: UInt64, bytes: Int64) {
+    books.withLock { books in
+      guard let flight = books.inFlight.removeValue(forKey: ino) else { return }
+      books.ledger.charge(domain: flight.victim.domain, delta: -bytes)
+      books.purges += 1
+      books.bytesPurged += bytes
+    }
+  }
+
+  /// A victim whose name no longer refers to it (unlinked, renamed or linked by a
+  /// program meanwhile): the purge leaves it to whoever changed it.
+  func abandon(_ ino: UInt64) {
+    books.withLock { _ = $0.inFlight.removeValue(forKey: ino) }
+  }
+
+  /// A victim the purge could not unlink: back on the catalog, purgeable again.
+  func putBack(_ ino: UInt64) {
+    books.withLock { books in
+      guard let flight = books.inFlight.removeValue(forKey: ino) else { return }
+      Self.restore(flight.victim, books: &books)
+    }
+  }
+
+  /// Adds a victim back to the catalog, if its directory is still tracked.
+  private static func restore(_ victim: PurgeCatalog.Victim, books: inout Books) {
+    let catalog = books.catalog
+    guard !catalog.contains(ino: victim.ino), !catalog.containsDirectory(ino: victim.ino) else { return }
+    if case .directory(let parent) = victim.parent, !catalog.containsDirectory(ino: parent) { return }
+    catalog.addFile(
+      ino: victim.ino, parent: victim.parent, name: victim.name, bytes: victim.bytes, urgency: victim.urgency,
+      lastUse: victim.lastUse)
   }
 
   /// Plans an explicit or background purge.
@@ -101,10 +194,13 @@ final class StorageState: Sendable {
   }
 
   /// Records an allocation change of `domain` (and of the file's catalog entry).
-  func charge(_ delta: Int64, domain: StorageDomain, trackedFile ino: UInt64? = nil, newBytes: Int64 = 0) {
+  /// - Returns: how far usage is now above the capacity (0 when within it).
+  @discardableResult
+  func charge(_ delta: Int64, domain: StorageDomain, trackedFile ino: UInt64? = nil, newBytes: Int64 = 0) -> Int64 {
     books.withLock { books in
       books.ledger.charge(domain: domain, delta: delta)
-      if let ino { books.catalog.setBytes(ino: ino, newBytes) }
+      if let ino, !books.catalog.setBytes(ino: ino, newBytes) { books.inFlight[ino]?.victim.bytes = newBytes }
+      return delta > 0 ? max(0, books.ledger.used - books.ledger.capacity) : 0
     }
   }
 

@@ -42,10 +42,12 @@ public struct RequestContext {
 
   /// Runs `body` with this thread's filesystem credentials switched to the caller's (uid,
   /// gid, supplementary groups), so that what it creates belongs to the caller.
-  public func asCaller<R, E: Error>(_ body: () throws(E) -> R) throws(E) -> R {
+  /// - Throws: EIO, without running `body`, when the switch fails (the daemon lacks
+  ///   CAP_SETUID or CAP_SETGID): never does it act with its own identity for a caller.
+  public func asCaller<R>(_ body: () throws(Errno) -> R) throws(Errno) -> R {
     guard ThreadCredentials.canSwitch, uid != 0 || gid != 0 else { return try body() }
     let groups = supplementaryGroups()
-    return try groups.withUnsafeBufferPointer { (all) throws(E) -> R in
+    return try groups.withUnsafeBufferPointer { (all) throws(Errno) -> R in
       try ThreadCredentials.with(uid: uid, gid: gid, groups: all, body)
     }
   }
@@ -55,8 +57,8 @@ public struct RequestContext {
   /// applies it: not in a directory with a default ACL, whose entries then decide the new
   /// mode. The kernel sends `mode` unmasked (`FUSE_CAP_DONT_MASK`): the backing filesystem
   /// applies the umask, set on the worker thread alone.
-  public func asCreator<R, E: Error>(mode: mode_t, _ body: (mode_t) throws(E) -> R) throws(E) -> R {
-    try asCaller { () throws(E) -> R in try ThreadUmask.with(umask, mode: mode, body) }
+  public func asCreator<R>(mode: mode_t, _ body: (mode_t) throws(Errno) -> R) throws(Errno) -> R {
+    try asCaller { () throws(Errno) -> R in try ThreadUmask.with(umask, mode: mode, body) }
   }
 
   /// Whether the caller is in group `group` (its own or a supplementary one).

@@ -13,19 +13,23 @@ public enum ThreadCredentials {
   public static let canSwitch: Bool = geteuid() == 0
 
   /// Runs `body` with the thread's filesystem uid, gid and groups set to the caller's.
+  /// - Throws: EIO, without running `body`, when a switch fails (`setfsuid` and
+  ///   `setfsgid` report no error: the new value is read back), after switching back.
   @inlinable
-  public static func with<R, E: Error>(
-    uid: uid_t, gid: gid_t, groups: UnsafeBufferPointer<gid_t>, _ body: () throws(E) -> R
-  ) throws(E) -> R {
+  public static func with<R>(
+    uid: uid_t, gid: gid_t, groups: UnsafeBufferPointer<gid_t>, _ body: () throws(Errno) -> R
+  ) throws(Errno) -> R {
     guard canSwitch, uid != 0 || gid != 0 else { return try body() }
-    _ = cposix_thread_setgroups(groups.count, groups.baseAddress)
-    _ = cposix_setfsgid(gid)
-    _ = cposix_setfsuid(uid)
     defer {
       _ = cposix_setfsuid(0)
       _ = cposix_setfsgid(0)
       _ = cposix_thread_setgroups(0, nil)
     }
+    let grouped = cposix_thread_setgroups(groups.count, groups.baseAddress) == 0
+    _ = cposix_setfsgid(gid)
+    _ = cposix_setfsuid(uid)
+    // An invalid id changes nothing and returns the current one.
+    guard grouped, cposix_setfsgid(gid_t.max) == gid, cposix_setfsuid(uid_t.max) == uid else { throw .ioError }
     return try body()
   }
 }

@@ -23,6 +23,9 @@ public struct Errno: Error, Hashable, Sendable, CustomStringConvertible {
   public static let notPermitted = Errno(rawValue: EPERM)
   /// No such file or directory (`ENOENT`).
   public static let noEntry = Errno(rawValue: ENOENT)
+  /// Stale file handle (`ESTALE`): an open of a file that was purged since the kernel
+  /// looked it up; the kernel then looks the name up again and retries once.
+  public static let stale = Errno(rawValue: ESTALE)
   /// Interrupted system call (`EINTR`).
   public static let interrupted = Errno(rawValue: EINTR)
   /// Input/output error (`EIO`).

@@ -5,9 +5,9 @@
 /// into an excluded directory); never `tmp/`.
 public enum BackupRules {
   /// Apple's modern exclusion attribute (`isExcludedFromBackup`): any value excludes.
-  public static let modernExclusionName: [UInt8] = Array("com.apple.metadata:com_apple_backup_excludeItem".utf8)
+  public static let modernExclusionName: [UInt8] = Array(BackupExclusion.attributeName.utf8)
   /// The legacy exclusion attribute (iOS 5.0.1): the one byte `0x01` excludes.
-  public static let legacyExclusionName: [UInt8] = Array("com.apple.MobileBackup".utf8)
+  public static let legacyExclusionName: [UInt8] = Array(BackupExclusion.legacyAttributeName.utf8)
 
   /// Where an item lies, for the backup.
   public enum Scope: Sendable, Equatable {

@@ -119,4 +119,16 @@ static inline int cposix_available_cpus(void) {
   return count > 0 ? count : 1;
 }
 
+/// `appbox run`: installs handlers for SIGINT, SIGTERM, SIGHUP and SIGQUIT that forward
+/// each signal sent by a process (not a terminal's, which reaches the program itself) to
+/// the pid given to `cposix_forward_signals_to`, or keep it until there is one
+/// (signal_forwarding.c). Returns 0, or -1 with errno.
+int cposix_forward_signals_install(void);
+/// Sets the process that receives forwarded signals (0: none yet, keep them); delivers a
+/// signal kept meanwhile.
+void cposix_forward_signals_to(pid_t pid);
+/// Spawn attributes for a program started as a shell starts one: no signal blocked, and
+/// SIGINT, SIGTERM, SIGHUP, SIGQUIT and SIGPIPE at their default action. Returns 0 or -1.
+int cposix_spawnattr_reset_signals(posix_spawnattr_t *attributes);
+
 #endif

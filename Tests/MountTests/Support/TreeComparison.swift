@@ -56,6 +56,9 @@ struct TreeComparison {
   var compareXattrs = true
   /// Only attributes whose name satisfies this are compared (default: all).
   var xattrFilter: ([UInt8]) -> Bool = { _ in true }
+  /// How an attribute's name is compared (default: as it is), so that a plain directory
+  /// can stand in for names it cannot store.
+  var xattrName: ([UInt8]) -> [UInt8] = { $0 }
 
   /// Every entry below `root` (not `root` itself), keyed by relative path (raw bytes:
   /// Linux names need not be UTF-8).
@@ -92,7 +95,8 @@ struct TreeComparison {
       if type == S_IFLNK {
         entry.linkTarget = try Self.readLink(full)
       } else if compareXattrs {
-        entry.xattrs = try Self.xattrs(full).filter { xattrFilter($0.key) }
+        let xattrs = try Self.xattrs(full).filter { xattrFilter($0.key) }
+        entry.xattrs = Dictionary(xattrs.map { (xattrName($0.key), $0.value) }) { first, _ in first }
       }
       entries[path] = entry
       if type == S_IFDIR { try walk(root: root, relative: path, into: &entries) }

@@ -1,0 +1,286 @@
+import Foundation
+import Posix
+
+/// `appbox run [MOUNT OPTIONS] [MOUNTPOINT] -- PROGRAM ARGS…`: mounts a sandbox (or reuses
+/// a mount), runs PROGRAM with its environment pointed into the sandbox, unmounts when it
+/// mounted, and exits with the program's status.
+enum RunCommand {
+  static let usage = """
+    usage: appbox run [MOUNT OPTIONS] [MOUNTPOINT] -- PROGRAM [ARGUMENTS...]
+
+      Runs PROGRAM inside a sandbox and exits with its status (128+N when signal N ended it).
+      MOUNTPOINT already an AppBox mount: it is used as it is. Otherwise AppBox mounts
+      there (or, without MOUNTPOINT, at a private temporary directory) with the mount
+      options (appbox mount --help) and unmounts after the program. Without MOUNTPOINT and
+      --backing the data lives in a temporary backing directory that is deleted afterwards;
+      with --backing alone, a mount of that backing directory is reused if there is one.
+      A sandbox mounted for the run starts UNLOCKED (--bfu: before first unlock).
+      --allow-device-control lets AppBoxKit in the program lock, unlock and purge
+      (AppBoxDevice); it runs as you, so this is a switch for tests, not a barrier.
+      SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to appbox are passed on to PROGRAM.
+
+      The program's environment: HOME and CFFIXED_USER_HOME = the container root,
+      XDG_DATA_HOME and XDG_STATE_HOME = Library/Application Support, XDG_CACHE_HOME =
+      Library/Caches, XDG_CONFIG_HOME = Library/Preferences, TMPDIR = tmp,
+      APPBOX_CONTAINER = the container root.
+    """
+
+  /// Runs the command and exits the process with the program's status.
+  static func run(_ arguments: [String]) throws(CLIError) -> Never {
+    let plan = try RunPlan.parse(arguments)
+    do throws(Errno) { try ProgramLaunch.forwardSignals() } catch {
+      throw CLIError(.osError, "cannot install signal handlers: \(error)")
+    }
+    let mount = try SandboxMount.prepare(plan)
+    let status = runProgram(plan, root: mount.mountpoint)
+    mount.finish()
+    exit(status)
+  }
+
+  /// Starts the program and waits for it; 127 when it is not found, 126 when it cannot be
+  /// run, as a shell answers.
+  static func runProgram(_ plan: RunPlan, root: String) -> Int32 {
+    var environment = SandboxEnvironment.variables(root: root, base: ProcessInfo.processInfo.environment)
+    environment["APPBOX_DEVICE_CONTROL"] = plan.allowDeviceControl ? Spawn.currentExecutable : nil
+    let pid: pid_t
+    do {
+      pid = try ProgramLaunch.start(plan.program[0], plan.program, environment: environment)
+    } catch {
+      let notFound = error == .noEntry || error == .notDirectory
+      let reason = notFound ? "command not found" : "\(error)"
+      FileHandle.standardError.write(Data("appbox: \(plan.program[0]): \(reason)\n".utf8))
+      return notFound ? 127 : 126
+    }
+    return ProgramLaunch.wait(pid)
+  }
+}
+
+/// What `appbox run` was asked to do.
+struct RunPlan {
+  /// `appbox mount`'s options, as given (validated), `--unlocked` added unless `--bfu`.
+  var mountOptions: [String]
+  /// The options that set up a new mount (all but `--backing`), as given: a mount that is
+  /// reused keeps its own.
+  var settings: [String]
+  /// The mountpoint given, if any.
+  var mountpoint: String?
+  /// The backing directory given, if any.
+  var backing: String?
+  /// The program and its arguments.
+  var program: [String]
+  /// Whether AppBoxKit in the program may lock, unlock and purge (`--allow-device-control`).
+  var allowDeviceControl = false
+
+  /// Parses the arguments after `run`; the mount options are checked by `appbox mount`'s
+  /// own parser.
+  static func parse(_ arguments: [String]) throws(CLIError) -> RunPlan {
+    if let first = arguments.first, first == "--help" || first == "-h" { throw CLIError(.success, RunCommand.usage) }
+    guard let separator = arguments.firstIndex(of: "--") else {
+      throw CLIError(.usage, "missing -- before the program\n\(RunCommand.usage)")
+    }
+    var options = Array(arguments[..<separator])
+    let allowDeviceControl = options.contains("--allow-device-control")
+    options.removeAll { $0 == "--allow-device-control" }
+    let program = Array(arguments[(separator + 1)...])
+    guard let name = program.first, !name.isEmpty else {
+      throw CLIError(.usage, "missing PROGRAM after --\n\(RunCommand.usage)")
+    }
+    for flag in ["--foreground", "-f", "--ready-fd", "--help", "-h"] where options.contains(flag) {
+      throw CLIError(.usage, "\(flag) does not apply to appbox run\n\(RunCommand.usage)")
+    }
+    // The program is the app in the foreground: the device is unlocked unless asked.
+    let bfu = options.contains("--bfu")
+    options.removeAll { $0 == "--bfu" }
+    // The mount parser wants exactly one MOUNTPOINT: as given, or a stand-in.
+    let request: MountRequest
+    var mountpoint: String?
+    do throws(CLIError) {
+      request = try MountRequest.parse(options + ["/"])
+    } catch {
+      request = try MountRequest.parse(options)
+      mountpoint = request.mountpoint
+      options = withoutPositional(options)
+    }
+    var settings = options
+    if let backing = settings.firstIndex(of: "--backing") { settings.removeSubrange(backing...(backing + 1)) }
+    settings.removeAll { $0.hasPrefix("--backing=") }
+    if !bfu && !options.contains("--unlocked") { options.append("--unlocked") }
+    return RunPlan(
+      mountOptions: options, settings: settings + (bfu ? ["--bfu"] : []), mountpoint: mountpoint,
+      backing: request.backing, program: program, allowDeviceControl: allowDeviceControl)
+  }
+}
+
+extension RunPlan {
+  /// `appbox mount`'s options that take a value (the value is not the MOUNTPOINT).
+  static let valueOptions: Set<String> = [
+    "--backing", "-o", "--capacity", "--grace", "--cx-timeout", "--tmp-max-age", "--default-protection",
+    "--purge-at", "--purge-to", "--busy-poll",
+  ]
+
+  /// The mount options without their one positional argument (the MOUNTPOINT).
+  static func withoutPositional(_ options: [String]) -> [String] {
+    var index = 0
+    while index < options.count {
+      let option = options[index]
+      if valueOptions.contains(option) {
+        index += 2
+      } else if option.hasPrefix("-") && option != "-" {
+        index += 1
+      } else {
+        var rest = options
+        rest.remove(at: index)
+        return rest
+      }
+    }
+    return options
+  }
+}
+
+/// The mount a run uses: one that was already there, or one it made (and takes down).
+struct SandboxMount {
+  /// The container root the program sees.
+  let mountpoint: String
+  /// Whether this run mounted it (and so unmounts it).
+  let mountedHere: Bool
+  /// A temporary directory this run made (removed after the unmount), if any.
+  let temporaryDirectory: String?
+
+  /// Finds or makes the mount `plan` asks for.
+  static func prepare(_ plan: RunPlan) throws(CLIError) -> SandboxMount {
+    if let given = plan.mountpoint {
+      guard let resolved = realpath(given, nil) else {
+        throw CLIError(.noInput, "mountpoint \(given) does not exist: create it first (mkdir -p \(given))")
+      }
+      let path = String(cString: resolved)
+      free(resolved)
+      if let mount = MountTable.mount(at: path) {
+        guard mount.type == "fuse.appbox" else {
+          throw CLIError(.busy, "\(path) is already mounted (\(mount.type)) and is not an AppBox sandbox")
+        }
+        if let backing = plan.backing, let serving = Self.backing(of: path), serving != Self.resolved(backing) {
+          throw CLIError(.busy, "\(path) is an AppBox mount of \(serving), not of \(backing)")
+        }
+        return reused(path, plan)
+      }
+      try mount(plan.mountOptions, at: path, backing: nil)
+      return SandboxMount(mountpoint: path, mountedHere: true, temporaryDirectory: nil)
+    }
+    if let backing = plan.backing, let existing = Self.mount(serving: Self.resolved(backing)) {
+      return reused(existing, plan)
+    }
+    let directory = try makeTemporaryDirectory()
+    let mountpoint = directory + "/container"
+    var backing: String?
+    do {
+      try FileManager.default.createDirectory(atPath: mountpoint, withIntermediateDirectories: false)
+      if plan.backing == nil {
+        backing = directory + "/backing"
+        try FileManager.default.createDirectory(atPath: backing!, withIntermediateDirectories: false)
+      }
+    } catch {
+      removeTemporary(directory)
+      throw CLIError(.osError, "cannot prepare \(directory): \(error.localizedDescription)")
+    }
+    do throws(CLIError) { try mount(plan.mountOptions, at: mountpoint, backing: backing) } catch {
+      removeTemporary(directory)
+      throw error
+    }
+    return SandboxMount(mountpoint: mountpoint, mountedHere: true, temporaryDirectory: directory)
+  }
+
+  /// An existing mount, used as it is (saying so when mount options were given).
+  static func reused(_ mountpoint: String, _ plan: RunPlan) -> SandboxMount {
+    if !plan.settings.isEmpty {
+      FileHandle.standardError.write(
+        Data(
+          "appbox: using the mount at \(mountpoint) as it is; not applied: \(plan.settings.joined(separator: " "))\n"
+            .utf8))
+    }
+    return SandboxMount(mountpoint: mountpoint, mountedHere: false, temporaryDirectory: nil)
+  }
+
+  /// Unmounts what this run mounted and removes its temporary directory (with the
+  /// temporary backing directory in it). A mount still in use (a program left running in
+  /// the background) is detached lazily and its directory kept.
+  func finish() {
+    guard mountedHere else { return }
+    do throws(CLIError) {
+      _ = try UnmountCommand.run([mountpoint])
+    } catch {
+      FileHandle.standardError.write(
+        Data(
+          "appbox: \(error.message); detaching it lazily, the data stays in \(temporaryDirectory ?? "its backing directory")\n"
+            .utf8))
+      _ = try? UnmountCommand.run(["--lazy", mountpoint])
+      return
+    }
+    if let temporaryDirectory { Self.removeTemporary(temporaryDirectory) }
+  }
+
+  /// Mounts through `appbox mount` (same binary), which reports its own errors; its exit
+  /// code becomes this run's.
+  static func mount(_ options: [String], at mountpoint: String, backing: String?) throws(CLIError) {
+    let arguments =
+      [Spawn.currentExecutable, "mount"] + (backing.map { ["--backing", $0] } ?? []) + options + [mountpoint]
+    let status = Spawn.run(arguments[0], arguments)
+    guard status == 0 else {
+      throw CLIError(ExitCode(rawValue: status) ?? .failure, "the sandbox was not mounted; the program did not run")
+    }
+  }
+
+  /// A new private (0700) directory for a mountpoint and a temporary backing directory.
+  static func makeTemporaryDirectory() throws(CLIError) -> String {
+    let base = ProcessInfo.processInfo.environment["TMPDIR"].flatMap { $0.hasPrefix("/") ? $0 : nil } ?? "/tmp"
+    var template = Array("\(base)/appbox-run-XXXXXX".utf8CString)
+    guard let made = mkdtemp(&template) else {
+      throw CLIError(.osError, "cannot create a temporary directory in \(base): \(String(cString: strerror(errno)))")
+    }
+    return String(cString: made)
+  }
+
+  static func removeTemporary(_ directory: String) {
+    do { try FileManager.default.removeItem(atPath: directory) } catch {
+      FileHandle.standardError.write(
+        Data("appbox: could not remove \(directory): \(error.localizedDescription)\n".utf8))
+    }
+  }
+
+  /// `path` resolved, or as given when it does not exist.
+  static func resolved(_ path: String) -> String {
+    guard let resolved = realpath(path, nil) else { return path }
+    defer { free(resolved) }
+    return String(cString: resolved)
+  }
+
+  /// The backing directory of the AppBox mount at `mountpoint`, if its daemon answers us.
+  static func backing(of mountpoint: String) -> String? {
+    guard let target = try? ControlClient.target(mountpoint), let reply = try? ControlClient.send("status", to: target)
+    else { return nil }
+    return (ControlClient.object(reply)["status"] as? [String: Any])?["backing"] as? String
+  }
+
+  /// The mountpoint of an AppBox mount of `backing` that we can control, if any.
+  static func mount(serving backing: String) -> String? {
+    MountTable.mounts().filter { $0.type == "fuse.appbox" }.map(\.mountpoint).first { Self.backing(of: $0) == backing }
+  }
+}
+
+/// The environment that points a program into the sandbox (SPEC §6: what Swift's
+/// Foundation on Linux reads, and the XDG variables other programs read).
+enum SandboxEnvironment {
+  /// `base` with the sandbox's variables set for the container at `root`.
+  static func variables(root: String, base: [String: String]) -> [String: String] {
+    var environment = base
+    let applicationSupport = root + "/Library/Application Support"
+    environment["APPBOX_CONTAINER"] = root
+    environment["HOME"] = root
+    environment["CFFIXED_USER_HOME"] = root
+    environment["XDG_DATA_HOME"] = applicationSupport
+    environment["XDG_STATE_HOME"] = applicationSupport
+    environment["XDG_CACHE_HOME"] = root + "/Library/Caches"
+    environment["XDG_CONFIG_HOME"] = root + "/Library/Preferences"
+    environment["TMPDIR"] = root + "/tmp"
+    return environment
+  }
+}

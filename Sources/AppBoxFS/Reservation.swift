@@ -1,0 +1,42 @@
+import SandboxPolicy
+
+/// Bytes taken from the quota for one change, before the change is made.
+///
+/// Noncopyable, so it is used up exactly once: ``SandboxFilesystem/settle(_:_:fd:known:)``
+/// measures the change and settles the difference, ``cancel()`` gives the bytes back. A
+/// reservation dropped on an error path gives its bytes back by itself (its `deinit`), so
+/// no path undoes a reservation by hand, and none can be settled twice.
+struct Reservation: ~Copyable {
+  /// The bytes taken (0 for none).
+  let bytes: Int64
+  /// The domain they were charged to.
+  let domain: StorageDomain
+  /// The books they came from; unmanaged so that `discard self` may end the value
+  /// (the filesystem keeps the books alive for as long as it serves requests).
+  private let storage: Unmanaged<StorageState>
+
+  /// Wraps bytes already charged to `domain` in `storage`.
+  init(bytes: Int64, domain: StorageDomain, storage: StorageState) {
+    self.bytes = bytes
+    self.domain = domain
+    self.storage = Unmanaged.passUnretained(storage)
+  }
+
+  /// Gives the bytes back.
+  consuming func cancel() {
+    let (bytes, domain, storage) = (self.bytes, self.domain, self.storage)
+    discard self
+    if bytes != 0 { storage.takeUnretainedValue().charge(-bytes, domain: domain) }
+  }
+
+  /// Ends the reservation, handing its bytes to a measurement that settles them.
+  consuming func handOver() -> (bytes: Int64, domain: StorageDomain) {
+    let taken = (bytes, domain)
+    discard self
+    return taken
+  }
+
+  deinit {
+    if bytes != 0 { storage.takeUnretainedValue().charge(-bytes, domain: domain) }
+  }
+}

@@ -1,0 +1,53 @@
+import CPosixShim
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// Running a user's program in the foreground for `appbox run`: looked up in `PATH` as a
+/// shell does, with its own environment, termination signals forwarded to it.
+public enum ProgramLaunch {
+  /// Starts forwarding SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to this process (by
+  /// another process: a terminal's reach the program directly) to the program started
+  /// next; a signal that arrives before it starts is delivered once it has.
+  public static func forwardSignals() throws(Errno) {
+    guard cposix_forward_signals_install() == 0 else { throw Errno.current }
+  }
+
+  /// Starts `program` (a path, or a name looked up in this process's `PATH`) with
+  /// `arguments` (argv[0] included) and exactly `environment`, in this process group, and
+  /// makes it the target of forwarded signals. It starts with no signal blocked and the
+  /// termination signals and SIGPIPE at their default action, whatever this process had.
+  /// - Returns: its process id.
+  /// - Throws: `posix_spawnp`'s error (ENOENT: not found, EACCES: not executable).
+  public static func start(_ program: String, _ arguments: [String], environment: [String: String])
+    throws(Errno) -> pid_t
+  {
+    var argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
+    defer { argv.forEach { free($0) } }
+    var envp: [UnsafeMutablePointer<CChar>?] =
+      environment.sorted { $0.key < $1.key }.map { strdup("\($0.key)=\($0.value)") } + [nil]
+    defer { envp.forEach { free($0) } }
+    var attributes = posix_spawnattr_t()
+    posix_spawnattr_init(&attributes)
+    defer { posix_spawnattr_destroy(&attributes) }
+    guard cposix_spawnattr_reset_signals(&attributes) == 0 else { throw Errno.invalidArgument }
+    var pid: pid_t = 0
+    let result = posix_spawnp(&pid, program, nil, &attributes, &argv, &envp)
+    guard result == 0 else { throw Errno(rawValue: result) }
+    cposix_forward_signals_to(pid)
+    return pid
+  }
+
+  /// Waits for the program to end, then stops forwarding signals to it (before its pid is
+  /// released, so a late signal never reaches a recycled pid).
+  /// - Returns: its exit code, or 128 + the signal that ended it.
+  public static func wait(_ pid: pid_t) -> Int32 {
+    var info = siginfo_t()
+    while waitid(P_PID, id_t(pid), &info, WEXITED | WNOWAIT) != 0 {
+      if errno != EINTR { break }
+    }
+    cposix_forward_signals_to(0)
+    return Spawn.wait(pid)
+  }
+}

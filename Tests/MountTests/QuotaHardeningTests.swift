@@ -1,0 +1,360 @@
+import CPosixShim
+import Foundation
+import Posix
+import Testing
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// The quota's bookkeeping where it used to leak: open files and purges racing, blocks
+/// that were never charged (extended attributes, a failed fallocate, a writer joining
+/// passthrough readers), and errors that were dropped.
+@Suite("Quota hardening", .needsFUSE, .serialized, .timeLimit(.minutes(10)))
+struct QuotaHardeningTests {
+  // MARK: - Open files and purges
+
+  @Test("files re-opened with O_CREAT | O_APPEND while others fill the quota: none purged while open, no ENOENT")
+  func openFilesAreNeverPurged() throws {
+    let fixture = try MountFixture.unlocked(["--capacity", "4M"])
+    let result = Churn.run(fixture, seconds: 4, reopeners: 20, fillers: 10)
+    #expect(result.failures.isEmpty, "\(result.failures.prefix(10)) (\(result.failures.count) in all)")
+    #expect(result.reopens > 100, "the re-openers ran (\(result.reopens))")
+    #expect(Quota.waitForReleases(fixture))
+    try Quota.expectBooksMatch(fixture, capacity: 4 << 20)
+    #expect(try Quota.du(fixture.backing) <= 4 << 20)
+    try fixture.unmount()
+  }
+
+  // MARK: - Blocks that must be charged
+
+  @Test("extended attributes' blocks are charged: 3,000-byte values in a 1M sandbox end in ENOSPC, used == du")
+  func xattrBlocksAreCharged() throws {
+    let fixture = try MountFixture.unlocked(["--capacity", "1M"])
+    #expect(mkdir(fixture.path("Documents/x"), 0o755) == 0)
+    let value = pattern(3000, seed: 5)
+    var refused = 0
+    for index in 0..<500 {
+      let path = fixture.path("Documents/x/f\(index)")
+      let fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0o644)
+      guard fd >= 0 else {
+        refused += 1
+        continue
+      }
+      close(fd)
+      if setXattr(path, "user.big", value) == ENOSPC { refused += 1 }
+    }
+    #expect(refused > 0, "setxattr past the capacity is ENOSPC")
+    #expect(Quota.waitForReleases(fixture))
+    try Quota.expectBooksMatch(fixture, capacity: 1 << 20)
+    let status = try Quota.status(fixture.mountpoint)
+    #expect(try Quota.du(fixture.backing) <= 1 << 20, "\(status)")
+    // After a remount (the scan counts what du counts) the sandbox is still within it.
+    try fixture.unmount()
+    let remount = try Command.run(
+      Command.appbox, ["mount", "--unlocked", "--capacity", "1M", "--backing", fixture.backing, fixture.mountpoint])
+    try #require(remount.status == 0, "remount: \(remount.error)")
+    defer { _ = try? Command.run(Command.appbox, ["unmount", fixture.mountpoint]) }
+    let remounted = try Quota.status(fixture.mountpoint)
+    #expect(Quota.number(remounted, "used") == (try Quota.du(fixture.backing)))
+    #expect(Quota.number(remounted, "used") <= 1 << 20)
+    // Removing them gives the blocks back.
+    for index in 0..<500 { _ = cposix_removexattr(fixture.path("Documents/x/f\(index)"), "user.big") }
+    #expect(Quota.number(try Quota.status(fixture.mountpoint), "used") == (try Quota.du(fixture.backing)))
+  }
+
+  @Test("a writer joining passthrough readers stays within the quota: 16 MiB into an 8M sandbox is ENOSPC")
+  func passthroughWriterStaysInQuota() throws {
+    let fixture = try MountFixture.unlocked(["--capacity", "8M"])
+    let path = fixture.path("Documents/shared")
+    try writeFile(path, pattern(4096, seed: 1))
+    #expect(Quota.waitForReleases(fixture))
+    let reader = try openFile(path, O_RDONLY)
+    let writer = try openFile(path, O_WRONLY)
+    let chunk = pattern(1 << 20, seed: 2)
+    var written = 0
+    var failure: Int32 = 0
+    while written < 16 << 20 {
+      let count = chunk.withUnsafeBufferPointer { pwrite(writer, $0.baseAddress!, $0.count, off_t(4096 + written)) }
+      if count <= 0 {
+        failure = errno
+        break
+      }
+      written += count
+    }
+    #expect(failure == ENOSPC, "written \(written) bytes, then errno \(failure)")
+    #expect(written < 8 << 20)
+    // The reader sees what the writer wrote.
+    #expect(try readAt(reader, count: 4096, offset: 4096) == Array(chunk.prefix(4096)))
+    close(writer)
+    close(reader)
+    #expect(Quota.waitForReleases(fixture))
+    try Quota.expectBooksMatch(fixture, capacity: 8 << 20)
+    try fixture.unmount()
+  }
+
+  @Test("a fallocate that fails on a full backing filesystem leaves used == du")
+  func failedFallocateIsCharged() throws {
+    let small = try SmallBacking(megabytes: 16)
+    defer { small.remove() }
+    let fixture = try MountFixture.unlocked(["--capacity", "64M"]) { backing in try small.mount(at: backing) }
+    defer { small.unmountQuietly() }
+    let fd = try openFile(fixture.path("Documents/big"), O_RDWR | O_CREAT)
+    let result = posix_fallocate(fd, 0, 40 << 20)
+    #expect(result == ENOSPC, "posix_fallocate past the backing's space: \(result)")
+    close(fd)
+    #expect(Quota.waitForReleases(fixture))
+    try Quota.expectBooksMatch(fixture, capacity: 64 << 20)
+    try fixture.unmount()
+  }
+
+  @Test("an O_TRUNC open that writes nothing gives the blocks back at once")
+  func truncatingOpenIsMeasured() throws {
+    let fixture = try MountFixture.unlocked(["--capacity", "20M"])
+    try Quota.writeFile(fixture.path("Documents/t"), count: 1 << 20)
+    #expect(Quota.waitForReleases(fixture))
+    let fd = try openFile(fixture.path("Documents/t"), O_WRONLY | O_TRUNC)
+    close(fd)
+    #expect(Quota.waitForReleases(fixture))
+    try Quota.expectBooksMatch(fixture, capacity: 20 << 20)
+    try fixture.unmount()
+  }
+
+  // MARK: - Errors that must not be dropped
+
+  @Test("a purge whose unlink fails puts the file back: a later purge takes it")
+  func failedPurgeUnlinkPutsBack() throws {
+    let fixture = try MountFixture.unlocked(["--capacity", "20M"])
+    #expect(mkdir(fixture.path("Library/Caches/stuck"), 0o755) == 0)
+    try Quota.writeFile(fixture.path("Library/Caches/stuck/a"), count: 100_000)
+    #expect(Quota.waitForReleases(fixture))
+    let directory = fixture.backingPath("Library/Caches/stuck")
+    _ = try Command.shell("chattr +i \(shellQuote(directory))")
+    try Quota.purge(fixture.mountpoint, ["--domain", "caches", "--all"])
+    #expect(Quota.exists(fixture.path("Library/Caches/stuck/a")))
+    _ = try Command.shell("chattr -i \(shellQuote(directory))")
+    let status = try Quota.status(fixture.mountpoint)
+    #expect(Quota.number(status, "purgeable.caches") > 0, "still purgeable: \(status)")
+    try Quota.purge(fixture.mountpoint, ["--domain", "caches", "--all"])
+    #expect(Quota.statError(fixture.backingPath("Library/Caches/stuck/a")) == ENOENT)
+    try Quota.expectBooksMatch(fixture, capacity: 20 << 20)
+    try fixture.unmount()
+  }
+
+  @Test("a class that cannot be stored fails the create instead of leaving a file of the default class")
+  func unstoredClassFailsCreate() throws {
+    // 128-byte inodes keep no attribute inside: each class needs an attribute block (shared
+    // by up to 1,024 files with the same attributes), which a full filesystem cannot give.
+    let small = try SmallBacking(megabytes: 8, options: "-I 128 -N 4096 -m 0")
+    defer { small.remove() }
+    let fixture = try MountFixture.unlocked(["--capacity", "64M"]) { backing in try small.mount(at: backing) }
+    defer { small.unmountQuietly() }
+    #expect(mkdir(fixture.path("Documents/secret"), 0o755) == 0)
+    #expect(setXattr(fixture.path("Documents/secret"), "user.appbox.protection", Array("complete".utf8)) == 0)
+    // Fill the backing filesystem, attribute blocks included.
+    let filler = open(fixture.path("Documents/filler"), O_WRONLY | O_CREAT | O_CLOEXEC, 0o644)
+    for size in [1 << 20, 4096] {
+      let block = [UInt8](repeating: 1, count: size)
+      while block.withUnsafeBufferPointer({ write(filler, $0.baseAddress!, $0.count) }) > 0 {}
+    }
+    close(filler)
+    // Then the last blocks, with attributes of their own (ext4 shares identical ones).
+    for pad in 0..<300 {
+      let path = fixture.path("Documents/pad\(pad)")
+      let fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0o644)
+      guard fd >= 0 else { break }
+      close(fd)
+      if setXattr(path, "user.pad", pattern(3000, seed: UInt64(pad))) != 0,
+        setXattr(path, "user.pad", Array("pad\(pad)".utf8)) != 0
+      {
+        break
+      }
+    }
+    var index = 0
+    var outcomes: [String] = []
+    // Empty files need no data block, but a class attribute of their own needs one.
+    while index < 2000 {
+      let path = fixture.path("Documents/secret/f\(index)")
+      let fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0o644)
+      if fd < 0 {
+        outcomes.append(String(cString: strerror(errno)))
+        break
+      }
+      close(fd)
+      // What the backing file keeps (the daemon's cached class would hide a lost one).
+      let backing = fixture.backingPath("Documents/secret/f\(index)")
+      let stored = (try? getXattr(backing, "user.appbox.inherited-protection")).map {
+        String(decoding: $0, as: UTF8.self)
+      }
+      if stored != "complete" {
+        outcomes.append("f\(index) has class \(stored ?? "none")")
+        break
+      }
+      index += 1
+    }
+    #expect(outcomes.count == 1 && !outcomes[0].hasPrefix("f"), "\(outcomes)")
+    try fixture.unmount()
+  }
+
+  @Test("a daemon that cannot switch credentials refuses a create instead of making the file its own")
+  func credentialSwitchFailureRefuses() throws {
+    let directories = try SandboxDirectories()
+    _ = try Command.shell("chmod 755 \(shellQuote(directories.root))")
+    // setpriv (util-linux) drops CAP_SETUID and CAP_SETGID from the bounding set: the
+    // daemon still runs as uid 0, but its credential switches fail.
+    let mount = try Command.run(
+      "/usr/bin/setpriv",
+      [
+        "--bounding-set=-setuid,-setgid", "--inh-caps=-setuid,-setgid", Command.appbox, "mount", "--unlocked",
+        "--backing", directories.backing, "-o", "allow_other", directories.mountpoint,
+      ])
+    try #require(mount.status == 0, "mount: \(mount.error)")
+    defer { _ = try? Command.run(Command.appbox, ["unmount", directories.mountpoint]) }
+    _ = try Command.shell("chmod 1777 \(shellQuote(directories.mountpoint + "/tmp"))")
+    let result = try runAsNobody("touch \(shellQuote(directories.mountpoint + "/tmp/mine"))")
+    var st = stat()
+    if lstat(directories.backing + "/tmp/mine", &st) == 0 {
+      Issue.record("created as uid \(st.st_uid), not refused (touch: \(result.status))")
+    } else {
+      #expect(result.status != 0)
+    }
+  }
+}
+
+/// A small ext4 filesystem in an image file, loop-mounted as a sandbox's backing directory.
+final class SmallBacking {
+  let image: String
+  private var mountpoint: String?
+
+  /// `options`: more `mkfs.ext4` options.
+  init(megabytes: Int, options: String = "") throws {
+    image = "/tmp/appbox-small-\(getpid())-\(UInt32.random(in: 0...UInt32.max)).img"
+    _ = try Command.shell(
+      "truncate -s \(megabytes)M \(shellQuote(image)) && mkfs.ext4 -q -F -O ^has_journal \(options) \(shellQuote(image))"
+    )
+  }
+
+  /// Mounts the image at `path`.
+  func mount(at path: String) throws {
+    _ = try Command.shell("mount -o loop \(shellQuote(image)) \(shellQuote(path))")
+    mountpoint = path
+  }
+
+  /// Unmounts it, if mounted.
+  func unmountQuietly() {
+    guard let mountpoint else { return }
+    _ = try? Command.run("/usr/bin/umount", [mountpoint])
+    self.mountpoint = nil
+  }
+
+  /// Deletes the image.
+  func remove() {
+    unmountQuietly()
+    unlink(image)
+  }
+}
+
+/// Programs re-opening their own cache files while others fill the quota (threads of
+/// this process, each doing plain syscalls).
+enum Churn {
+  struct Result {
+    var failures: [String] = []
+    var reopens = 0
+  }
+
+  /// Runs `reopeners` threads that open `Library/Caches/hNN` with `O_CREAT | O_APPEND`,
+  /// write, check the open descriptor still names the file, and close; and `fillers`
+  /// threads that write new 128 KiB cache files; for `seconds`.
+  static func run(
+    _ fixture: MountFixture, seconds: Double, reopeners: Int, fillers: Int, extra: [@Sendable (Date) -> [String]] = []
+  ) -> Result {
+    let deadline = Date().addingTimeInterval(seconds)
+    let outcome = LockedValue(Result())
+    let group = DispatchGroup()
+    let mountpoint = fixture.mountpoint
+    let backing = fixture.backing
+    for index in 0..<reopeners {
+      group.enter()
+      Thread.detachNewThread {
+        defer { group.leave() }
+        let name = "Library/Caches/h\(index)"
+        let block = [UInt8](repeating: UInt8(index), count: 4096)
+        var failures: [String] = []
+        var reopens = 0
+        while Date() < deadline {
+          let fd = open(mountpoint + "/" + name, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o644)
+          guard fd >= 0 else {
+            // A full sandbox (everything purgeable open) may refuse a new name: ENOSPC.
+            if errno != ENOSPC { failures.append("open(O_CREAT) \(name): \(String(cString: strerror(errno)))") }
+            continue
+          }
+          reopens += 1
+          for _ in 0..<2 {
+            let written = block.withUnsafeBufferPointer { write(fd, $0.baseAddress!, $0.count) }
+            if written < 0, errno != ENOSPC { failures.append("write \(name): \(String(cString: strerror(errno)))") }
+            var held = stat()
+            var named = stat()
+            if fstat(fd, &held) != 0 {
+              failures.append("fstat on the open \(name): \(String(cString: strerror(errno)))")
+            } else if lstat(backing + "/" + name, &named) != 0 || named.st_ino != held.st_ino {
+              failures.append("\(name) purged while open")
+            }
+          }
+          close(fd)
+        }
+        outcome.withLock {
+          $0.failures += failures
+          $0.reopens += reopens
+        }
+      }
+    }
+    for index in 0..<fillers {
+      group.enter()
+      Thread.detachNewThread {
+        defer { group.leave() }
+        let block = [UInt8](repeating: 0xF0, count: 128 << 10)
+        var serial = 0
+        var failures: [String] = []
+        while Date() < deadline {
+          let path = mountpoint + "/Library/Caches/fill-\(index)-\(serial)"
+          serial += 1
+          let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+          guard fd >= 0 else {
+            if errno != ENOSPC { failures.append("open \(path): \(String(cString: strerror(errno)))") }
+            continue
+          }
+          if block.withUnsafeBufferPointer({ write(fd, $0.baseAddress!, $0.count) }) < 0, errno != ENOSPC {
+            failures.append("write \(path): \(String(cString: strerror(errno)))")
+          }
+          close(fd)
+        }
+        outcome.withLock { $0.failures += failures }
+      }
+    }
+    for work in extra {
+      group.enter()
+      Thread.detachNewThread {
+        defer { group.leave() }
+        let failures = work(deadline)
+        outcome.withLock { $0.failures += failures }
+      }
+    }
+    group.wait()
+    return outcome.withLock { $0 }
+  }
+}
+
+/// A lock around a value for the test threads.
+final class LockedValue<Value>: @unchecked Sendable {
+  // @unchecked: every access to `value` holds `lock`.
+  private let lock = NSLock()
+  private var value: Value
+
+  init(_ value: Value) { self.value = value }
+
+  func withLock<R>(_ body: (inout Value) -> R) -> R {
+    lock.lock()
+    defer { lock.unlock() }
+    return body(&value)
+  }
+}

@@ -1,0 +1,331 @@
+import Foundation
+import Posix
+import SandboxPolicy
+import Testing
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// `appbox run` and AppBoxKit, end to end: a real Swift program written with Apple's calls
+/// (Examples/StorageExample) and shell programs, run in a sandbox, checked from outside.
+@Suite("appbox run", .needsFUSE, .serialized, .timeLimit(.minutes(10)))
+struct RunCommandTests {
+  /// The example program built next to the tests.
+  static let example = (Command.appbox as NSString).deletingLastPathComponent + "/appbox-storage-example"
+
+  /// The `key=value` lines a program printed (the last value of each key).
+  static func lines(_ output: String) -> [String: String] {
+    var values: [String: String] = [:]
+    for line in output.split(separator: "\n") {
+      guard let equals = line.firstIndex(of: "=") else { continue }
+      values[String(line[..<equals])] = String(line[line.index(after: equals)...])
+    }
+    return values
+  }
+
+  /// Waits up to `seconds` for `process`; past that, terminates it (SIGTERM, which
+  /// `appbox run` passes on) and fails the test.
+  static func waitForExit(_ process: Process, seconds: Double = 30, sourceLocation: SourceLocation = #_sourceLocation)
+    throws
+  {
+    let deadline = Date().addingTimeInterval(seconds)
+    while process.isRunning && Date() < deadline { usleep(10_000) }
+    guard process.isRunning else { return }
+    process.terminate()
+    process.waitUntilExit()
+    Issue.record("the run did not end within \(seconds) s", sourceLocation: sourceLocation)
+  }
+
+  @Test("a Swift program using only import AppBoxKit stores, protects, excludes and measures in the sandbox")
+  func storageExample() throws {
+    let directories = try SandboxDirectories()
+    let result = try Command.run(Command.appbox, ["run", "--backing", directories.backing, "--", Self.example])
+    #expect(result.status == 0, "\(result.error)\(result.output)")
+    let seen = Self.lines(result.output)
+    let root = try #require(seen["home"])
+    #expect(root.hasPrefix("/tmp/appbox-run-") && root.hasSuffix("/container"))
+    #expect(seen["documents"] == root + "/Documents")
+    #expect(seen["support"] == root + "/Library/Application Support")
+    #expect(seen["caches"] == root + "/Library/Caches")
+    #expect(seen["library"] == root + "/Library")
+    #expect(seen["tmp"] == root + "/tmp")
+    #expect(seen["store.protection"] == #"FileProtectionType(rawValue: "NSFileProtectionComplete")"#)
+    #expect(seen["note.protection"] == #"FileProtectionType(rawValue: "NSFileProtectionCompleteUnlessOpen")"#)
+    #expect(seen["note.protection.after"] == #"FileProtectionType(rawValue: "NSFileProtectionNone")"#)
+    #expect(seen["note.fileProtection"] == "NSURLFileProtectionNone")
+    #expect(seen["downloads.excluded"] == "true")
+    #expect(seen["download.excluded"] == "true")
+    #expect(seen["flip.excluded"] == "false")
+    #expect(seen["store.excluded"] == "false")
+    let important = try #require(seen["important"].flatMap { Int64($0) })
+    let opportunistic = try #require(seen["opportunistic"].flatMap { Int64($0) })
+    #expect(important > 4_000_000_000 && important <= 4 << 30, "the default 4G capacity, minus what is used")
+    #expect(opportunistic <= important)
+    #expect(seen["large.write"] == "refused by the capacity check")
+    #expect(seen["protectedDataAvailable"] == "true")
+
+    // From outside: the files are in the right directories of the backing, with Apple's
+    // attributes (under their user. names) and AppBox's class.
+    let backing = directories.backing
+    let store = backing + "/Library/Application Support/store.json"
+    #expect(try readFile(store) == bytes(#"{"notes":["first"]}"#))
+    #expect(try getXattr(store, "user.appbox.protection") == bytes("complete"))
+    #expect(try getXattr(backing + "/Documents/note.txt", "user.appbox.protection") == bytes("none"))
+    #expect(
+      try getXattr(
+        backing + "/Library/Application Support/Downloads", "user.appbox.x." + BackupExclusion.attributeName)
+        == BackupExclusion.appleValue)
+    #expect(try backingXattrNames(backing + "/Library/Caches/flip.dat").allSatisfy { !$0.contains("com.apple") })
+    #expect(
+      try backingXattrNames(backing + "/Library/Application Support/store.json").allSatisfy {
+        !$0.contains("com.apple")
+      })
+    #expect(FileManager.default.fileExists(atPath: backing + "/Library/Preferences/appbox-storage-example.plist"))
+    // The atomic write left no temporary file behind.
+    #expect(try directoryNames(backing + "/Library/Application Support") == ["Downloads", "store.json"])
+    // Unmounted afterwards, and the private mountpoint removed.
+    #expect(!MountFixture.isMounted(root))
+    #expect(!FileManager.default.fileExists(atPath: (root as NSString).deletingLastPathComponent))
+  }
+
+  @Test("a shell program gets HOME, XDG_* and TMPDIR in the sandbox; the temporary backing is deleted")
+  func shellEnvironment() throws {
+    let script = #"""
+      echo "home=$HOME"; echo "data=$XDG_DATA_HOME"; echo "cache=$XDG_CACHE_HOME"
+      echo "config=$XDG_CONFIG_HOME"; echo "tmp=$TMPDIR"; echo "container=$APPBOX_CONTAINER"
+      echo cached > "$XDG_CACHE_HOME/c" && echo "wrote=yes"
+      echo "backing=$(ls -d "$APPBOX_CONTAINER/../backing")"
+      """#
+    let result = try Command.run(Command.appbox, ["run", "--", "/bin/sh", "-c", script])
+    #expect(result.status == 0, "\(result.error)")
+    let seen = Self.lines(result.output)
+    let root = try #require(seen["home"])
+    #expect(seen["container"] == root)
+    #expect(seen["data"] == root + "/Library/Application Support")
+    #expect(seen["cache"] == root + "/Library/Caches")
+    #expect(seen["config"] == root + "/Library/Preferences")
+    #expect(seen["tmp"] == root + "/tmp")
+    #expect(seen["wrote"] == "yes")
+    let parent = (root as NSString).deletingLastPathComponent
+    #expect(seen["backing"] == parent + "/container/../backing")
+    #expect(!FileManager.default.fileExists(atPath: parent), "the temporary mountpoint and backing are removed")
+  }
+
+  /// Arguments after `run`, and the status expected.
+  static let exitCases: [([String], Int32)] = [
+    (["--", "/bin/sh", "-c", "exit 7"], 7),
+    (["--", "/bin/sh", "-c", "kill -TERM $$"], 143),
+    (["--", "/bin/sh", "-c", "kill -KILL $$"], 137),
+    (["--", "no-such-program-appbox"], 127),
+    (["/bin/true"], 64),
+    (["--"], 64),
+    (["--capacity", "12Q", "--", "/bin/true"], 65),
+  ]
+
+  @Test(
+    "the program's exit status is the run's; a signal gives 128+N; not found 127; bad input 64 and 65",
+    arguments: exitCases)
+  func exitStatus(_ arguments: [String], _ expected: Int32) throws {
+    let result = try Command.run(Command.appbox, ["run"] + arguments)
+    #expect(result.status == expected, "\(arguments): \(result.error)")
+    if expected == 127 { #expect(result.error.contains("command not found")) }
+  }
+
+  @Test("SIGTERM sent to appbox run reaches the program, whose status is returned; then it unmounts")
+  func sigtermForwarded() throws {
+    let directories = try SandboxDirectories()
+    let script = #"""
+      trap 'echo term > "$HOME/Documents/got-term"; exit 3' TERM
+      touch "$HOME/Documents/ready"
+      while [ -e "$HOME/Documents/ready" ]; do sleep 0.02; done
+      """#
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: Command.appbox)
+    process.arguments = ["run", "--backing", directories.backing, "--", "/bin/sh", "-c", script]
+    try process.run()
+    let ready = directories.backing + "/Documents/ready"
+    let deadline = Date().addingTimeInterval(30)
+    while !FileManager.default.fileExists(atPath: ready) && Date() < deadline && process.isRunning { usleep(10_000) }
+    try #require(FileManager.default.fileExists(atPath: ready), "the program never started")
+    kill(process.processIdentifier, SIGTERM)
+    try Self.waitForExit(process)
+    #expect(process.terminationReason == .exit)
+    #expect(process.terminationStatus == 3)
+    #expect(try readFile(directories.backing + "/Documents/got-term") == bytes("term\n"))
+    #expect(
+      !MountFixture.mounts().contains { $0.contains("appbox-run-") }, "the run's mount is gone after the program")
+  }
+
+  @Test("an existing mount is reused as it is and stays mounted; --backing alone finds it")
+  func reusesMount() throws {
+    let fixture = try MountFixture.unlocked()
+    let byMountpoint = try Command.run(
+      Command.appbox,
+      ["run", fixture.mountpoint, "--", "/bin/sh", "-c", "echo one > \"$HOME/Documents/one\"; echo $HOME"])
+    #expect(byMountpoint.status == 0, "\(byMountpoint.error)")
+    #expect(byMountpoint.output == fixture.mountpoint + "\n")
+    #expect(MountFixture.isMounted(fixture.mountpoint))
+    let byBacking = try Command.run(
+      Command.appbox,
+      ["run", "--backing", fixture.backing, "--", "/bin/sh", "-c", "cat \"$HOME/Documents/one\"; echo $HOME"])
+    #expect(byBacking.status == 0, "\(byBacking.error)")
+    #expect(byBacking.output == "one\n" + fixture.mountpoint + "\n")
+    #expect(MountFixture.isMounted(fixture.mountpoint))
+    #expect(try readFile(fixture.backingPath("Documents/one")) == bytes("one\n"))
+    try fixture.unmount()
+  }
+
+  @Test("an ordinary user runs the Swift example in a root-made mount (allow_other) reused by appbox run")
+  func ordinaryUserReusesMount() throws {
+    let fixture = try MountFixture.unlocked {
+      for directory in ["Documents", "Library/Application Support", "Library/Caches", "Library/Preferences", "tmp"] {
+        try FileManager.default.createDirectory(atPath: $0 + "/" + directory, withIntermediateDirectories: true)
+        try check(chmod($0 + "/" + directory, 0o1777), "chmod \(directory)")
+      }
+    }
+    try check(chmod(fixture.root, 0o755), "chmod")
+    let result = try Command.run(
+      "/usr/bin/setpriv",
+      [
+        "--reuid=65534", "--regid=65534", "--clear-groups", "--", Command.appbox, "run", fixture.mountpoint, "--",
+        Self.example,
+      ],
+      environment: ["PATH": "/usr/bin:/bin"])
+    #expect(result.status == 0, "\(result.error)\(result.output)")
+    let seen = Self.lines(result.output)
+    #expect(seen["home"] == fixture.mountpoint)
+    #expect(seen["store.protection"] == #"FileProtectionType(rawValue: "NSFileProtectionComplete")"#)
+    #expect(seen["downloads.excluded"] == "true")
+    let store = fixture.backingPath("Library/Application Support/store.json")
+    #expect(try getXattr(store, "user.appbox.protection") == bytes("complete"))
+    #expect(try statPath(store).st_uid == 65534)
+    #expect(MountFixture.isMounted(fixture.mountpoint))
+    try fixture.unmount()
+  }
+
+  @Test("an ordinary user's own mount: mounted and run where /dev/fuse lets them, else appbox mount's 69")
+  func ordinaryUserMounts() throws {
+    let directories = try SandboxDirectories()
+    try check(chmod(directories.root, 0o755), "chmod")
+    try check(chown(directories.backing, 65534, 65534), "chown")
+    let result = try Command.run(
+      "/usr/bin/setpriv",
+      [
+        "--reuid=65534", "--regid=65534", "--clear-groups", "--", Command.appbox, "run", "--backing",
+        directories.backing,
+        "--", "/bin/sh", "-c", "echo mine > \"$HOME/Documents/f\"; id -u",
+      ],
+      environment: ["PATH": "/usr/bin:/bin"])
+    let fuseOpenToOthers = (try statPath("/dev/fuse").st_mode & 0o006) == 0o006
+    if fuseOpenToOthers {
+      #expect(result.status == 0, "\(result.error)")
+      #expect(result.output == "65534\n")
+      #expect(try statPath(directories.backing + "/Documents/f").st_uid == 65534)
+    } else {
+      #expect(result.status == 69, "\(result.error)")
+      #expect(result.error.contains("/dev/fuse") && result.error.contains("the program did not run"))
+    }
+  }
+
+  @Test(
+    "a lock posts will-become-unavailable, class A is then refused with EPERM; an unlock posts did-become-available")
+  func lockCycle() throws {
+    let fixture = try MountFixture.unlocked(["--grace", "1s"])
+    let output = fixture.root + "/output"
+    try writeFile(output, [])
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: Command.appbox)
+    process.arguments = ["run", fixture.mountpoint, "--", Self.example, "lock-cycle"]
+    process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: output))
+    try process.run()
+    func seen() -> String { (try? String(contentsOfFile: output, encoding: .utf8)) ?? "" }
+    #expect(fixture.waitUntil(seconds: 30) { seen().contains("ready=true") }, "\(seen())")
+    #expect(try Command.run(Command.appbox, ["lock", fixture.mountpoint]).status == 0)
+    #expect(fixture.waitUntil(seconds: 30) { seen().contains("locked.read=") }, "\(seen())")
+    #expect(try Command.run(Command.appbox, ["unlock", fixture.mountpoint]).status == 0)
+    try Self.waitForExit(process)
+    #expect(process.terminationStatus == 0)
+    let lines = seen().split(separator: "\n").map(String.init)
+    #expect(
+      lines == [
+        "ready=true", "event=willBecomeUnavailable", "locked.read=257 1", "locked.c.write=still working",
+        "event=didBecomeAvailable",
+        "unlocked.read=s3cret",
+      ])
+    try fixture.unmount()
+  }
+}
+
+extension RunCommandTests {
+  @Test("a given mountpoint that is not mounted is mounted for the run and unmounted after; the directory stays")
+  func mountsAtGivenMountpoint() throws {
+    let directories = try SandboxDirectories()
+    let result = try Command.run(
+      Command.appbox,
+      [
+        "run", "--capacity", "1G", directories.mountpoint, "--backing", directories.backing, "--", "/bin/sh", "-c",
+        "echo \"$HOME\"; echo x > \"$HOME/Documents/x\"",
+      ])
+    #expect(result.status == 0, "\(result.error)")
+    #expect(result.output == directories.mountpoint + "\n")
+    #expect(try readFile(directories.backing + "/Documents/x") == bytes("x\n"))
+    #expect(!MountFixture.isMounted(directories.mountpoint))
+    #expect(FileManager.default.fileExists(atPath: directories.mountpoint))
+  }
+
+  @Test("mount options given for a mount that is reused are reported as not applied")
+  func reuseReportsIgnoredOptions() throws {
+    let fixture = try MountFixture.unlocked()
+    let result = try Command.run(
+      Command.appbox, ["run", "--capacity", "1G", "--bfu", fixture.mountpoint, "--", "/bin/true"])
+    #expect(result.status == 0)
+    #expect(
+      result.error == "appbox: using the mount at \(fixture.mountpoint) as it is; not applied: --capacity 1G --bfu\n")
+    try fixture.unmount()
+  }
+
+  @Test("the image cache serves from memory and disk, and after a purge of Caches fetches again instead of failing")
+  func imageCacheSurvivesPurge() throws {
+    let fixture = try MountFixture.unlocked()
+    let source = fixture.root + "/source"
+    try FileManager.default.createDirectory(atPath: source, withIntermediateDirectories: false)
+    try writeFile(source + "/a.png", pattern(3000, seed: 1))
+    try writeFile(source + "/b.png", pattern(5000, seed: 2))
+    func run() throws -> [String: String] {
+      let result = try Command.run(
+        Command.appbox, ["run", fixture.mountpoint, "--", Self.example, "image-cache", source, "a.png", "b.png"])
+      #expect(result.status == 0, "\(result.error)\(result.output)")
+      return Self.lines(result.output)
+    }
+    #expect(try run() == ["a.png": "fetched,memory,3000", "b.png": "fetched,memory,5000"])
+    #expect(try run() == ["a.png": "disk,memory,3000", "b.png": "disk,memory,5000"])
+    #expect(try directoryNames(fixture.backingPath("Library/Caches/images")).count == 2)
+    let purge = try Command.run(Command.appbox, ["purge", fixture.mountpoint, "--domain", "caches", "--all"])
+    #expect(purge.status == 0, "\(purge.error)")
+    #expect(try directoryNames(fixture.backingPath("Library/Caches/images")).isEmpty)
+    #expect(try run() == ["a.png": "fetched,memory,3000", "b.png": "fetched,memory,5000"])
+    try fixture.unmount()
+  }
+
+  @Test("AppBoxDevice locks and unlocks only with --allow-device-control")
+  func deviceControl() throws {
+    let allowed = try Command.run(
+      Command.appbox, ["run", "--grace", "0", "--allow-device-control", "--", Self.example, "self-lock"])
+    #expect(allowed.status == 0, "\(allowed.error)")
+    #expect(allowed.output == "allowed=true\nlock=LOCKED\navailable=false\nunlock=UNLOCKED\n")
+    let refused = try Command.run(Command.appbox, ["run", "--grace", "0", "--", Self.example, "self-lock"])
+    #expect(refused.status == 0, "\(refused.error)")
+    #expect(
+      refused.output
+        == "allowed=false\nrefused=device control is off: start the program with appbox run --allow-device-control\n")
+  }
+}
+
+extension MountFixture {
+  /// The mountpoints in this process's mount table.
+  static func mounts() -> [String] {
+    let table = (try? String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8)) ?? ""
+    return table.split(separator: "\n").compactMap { $0.split(separator: " ").dropFirst(4).first.map(String.init) }
+  }
+}
