@@ -1,3 +1,4 @@
+import AppBoxFS
 import Foundation
 import Posix
 import SandboxPolicy
@@ -361,7 +362,7 @@ final class BackupRestorer {
         try Self.makeDirectory(rootFD, Array(path.utf8CString), 0o755, existing: true)
       }
       try Xattr.set(
-        rootFD, name: DefaultProtectionRecord.name, value: Array(ProtectionClass.containerDefault.name.utf8))
+        rootFD, name: DefaultProtection.attributeName, value: Array(ProtectionClass.containerDefault.name.utf8))
     } catch {
       throw Failure(code: .osError, message: "cannot make the sandbox's directories: \(error)")
     }

@@ -1,3 +1,4 @@
+import AppBoxFS
 import Foundation
 import Posix
 import SandboxPolicy
@@ -69,7 +70,7 @@ final class BackupWriter {
     }
     defer { Sys.close(rootFD) }
     do throws(Errno) {
-      rootDefault = try DefaultProtectionRecord.read(rootFD) ?? .containerDefault
+      rootDefault = try DefaultProtection.recorded(rootFD: rootFD) ?? .containerDefault
     } catch {
       throw Failure(code: .osError, message: "cannot read \(backing)'s default class: \(error)")
     }
@@ -516,22 +517,6 @@ final class BackupWriter {
 enum BackupReportPath {
   /// Components joined with `/`.
   static func join(_ components: [[UInt8]]) -> [UInt8] { Array(components.joined(separator: [UInt8(ascii: "/")])) }
-}
-
-/// The default class a backing directory records on its root (see the daemon's
-/// `DefaultProtection`), read without the daemon.
-enum DefaultProtectionRecord {
-  /// The attribute on the backing root.
-  static let name = "user.appbox.default-protection"
-
-  /// The recorded default, if any.
-  static func read(_ rootFD: Int32) throws(Errno) -> ProtectionClass? {
-    do throws(Errno) {
-      return ProtectionClass(parsing: try Xattr.value(rootFD, name: name))
-    } catch  where error == .noData || error == .notSupported {
-      return nil
-    }
-  }
 }
 
 /// A one-line progress display on standard error, when it is a terminal.
