@@ -267,11 +267,11 @@ final class BackupRestorer {
     if let protection = Self.protectionClass(appleNumber: record.protectionClass), protection != .containerDefault {
       try Xattr.set(fd, name: AppBoxAttribute.protection.name, value: Array(protection.name.utf8))
     }
+    // A directory's mode waits until its contents are made (it may deny writing).
+    guard record.kind == .file else { return }
     try Sys.fchmod(fd, mode_t(record.mode & 0o7777))
-    if record.kind == .file {
-      let time = timespec(tv_sec: Int(record.lastModified), tv_nsec: 0)
-      try Sys.futimens(fd, (time, time))
-    }
+    let time = timespec(tv_sec: Int(record.lastModified), tv_nsec: 0)
+    try Sys.futimens(fd, (time, time))
   }
 
   static func protectionClass(appleNumber: Int64) -> ProtectionClass? {
@@ -307,8 +307,8 @@ final class BackupRestorer {
     return stack.last?.fd ?? rootFD
   }
 
-  /// Closes open directories down to `count`, giving each its recorded times once its
-  /// contents are complete.
+  /// Closes open directories down to `count`, giving each its recorded mode and times
+  /// once its contents are complete.
   private func closeDirectories(keeping count: Int) throws(Failure) {
     while stack.count > count {
       let entry = stack.removeLast()
@@ -316,9 +316,11 @@ final class BackupRestorer {
       if let record = entry.record {
         let time = timespec(tv_sec: Int(record.lastModified), tv_nsec: 0)
         do throws(Errno) {
+          try Sys.fchmod(entry.fd, mode_t(record.mode & 0o7777))
           try Sys.futimens(entry.fd, (time, time))
         } catch {
-          throw Failure(code: .osError, message: "cannot set the times of \(Self.text(record.relativePath)): \(error)")
+          throw Failure(
+            code: .osError, message: "cannot set the mode and times of \(Self.text(record.relativePath)): \(error)")
         }
       }
     }

@@ -437,6 +437,26 @@ struct BackupTests {
     #expect(try leftovers().isEmpty)
   }
 
+  @Test("another user restores a read-only directory with its contents and its mode")
+  func readOnlyDirectoryAsAnotherUser() throws {
+    let fixture = try MountFixture.unlocked()
+    try FileManager.default.createDirectory(atPath: fixture.path("Documents/ro"), withIntermediateDirectories: false)
+    try writeFile(fixture.path("Documents/ro/f"), bytes("inside"))
+    #expect(chmod(fixture.path("Documents/ro"), 0o555) == 0)
+    #expect(chmod(fixture.root, 0o755) == 0)
+    let backup = fixture.root + "/backup"
+    #expect(try Self.appbox(["backup", fixture.mountpoint, "--to", backup]).status == 0)
+    try fixture.unmount()
+    let place = fixture.root + "/nobody"
+    try FileManager.default.createDirectory(atPath: place, withIntermediateDirectories: false)
+    #expect(chmod(place, 0o777) == 0)
+    let result = try runAsNobody("\(Command.appbox) restore \(backup) --backing \(place)/restored")
+    #expect(result.status == 0, "\(result.error)")
+    #expect(try readFile(place + "/restored/Documents/ro/f") == bytes("inside"))
+    #expect(try statPath(place + "/restored/Documents/ro").st_mode & 0o7777 == 0o555)
+    #expect(try statPath(place + "/restored/Documents/ro/f").st_uid == 65534)
+  }
+
   @Test("usage errors and bad values say what to do, with their exit codes")
   func commandLine() throws {
     let fixture = try MountFixture.unlocked()
