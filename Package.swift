@@ -6,7 +6,7 @@ import PackageDescription
 // device I/O, in C). Only Posix makes the filesystem's syscalls (through CPosixShim for what
 // Glibc's module does not export). SandboxPolicy is pure Swift. AppBoxKit is a client
 // library for programs run in a sandbox: Posix, SandboxPolicy and PlainFoundation, never
-// the filesystem.
+// the filesystem. CSQLite (libsqlite3) serves only the CLI's backups (Manifest.db).
 let package = Package(
   name: "AppBox",
   products: [
@@ -19,13 +19,18 @@ let package = Package(
       pkgConfig: "fuse3",
       providers: [.apt(["libfuse3-dev"])]
     ),
+    .systemLibrary(
+      name: "CSQLite",
+      pkgConfig: "sqlite3",
+      providers: [.apt(["libsqlite3-dev"])]
+    ),
     .target(name: "CFuseDevice", dependencies: ["CFuse"]),
     .target(name: "CPosixShim"),
     .target(name: "Posix", dependencies: ["CPosixShim"]),
     .target(name: "SandboxPolicy"),
     .target(name: "FuseBridge", dependencies: ["CFuse", "CFuseDevice", "Posix"]),
     .target(name: "AppBoxFS", dependencies: ["FuseBridge", "Posix", "SandboxPolicy"]),
-    .target(name: "AppBoxCLI", dependencies: ["AppBoxFS", "FuseBridge", "Posix", "SandboxPolicy"]),
+    .target(name: "AppBoxCLI", dependencies: ["AppBoxFS", "CSQLite", "FuseBridge", "Posix", "SandboxPolicy"]),
     .executableTarget(name: "appbox", dependencies: ["AppBoxCLI"]),
     // AppBoxKit: Apple's storage calls for programs' own Swift code, backed by the mount.
     // PlainFoundation reaches Foundation's members that AppBoxKit declares again.

@@ -26,6 +26,10 @@ public enum AppBoxCommandLine {
                  refusals, state changes and purges as JSON Lines
       protect PATH --class CLASS
                  set a file's Data Protection class
+      backup MOUNT --to DIR [--bundle-id ID] [--json], backup --dry-run MOUNT
+                 write what a device backup holds as an unencrypted iOS backup; its size report
+      restore BACKUP --backing DIR [--bundle-id ID]
+                 restore an app's backup (AppBox's or a device's) into a new backing directory
       run [MOUNT OPTIONS] [MOUNTPOINT] -- PROGRAM [ARGUMENTS...]
                  run a program inside a sandbox (mounted for it, or already mounted)
 
@@ -73,6 +77,8 @@ public enum AppBoxCommandLine {
     case "purge": return try ControlCommands.purge(rest)
     case "events": return try ControlCommands.events(rest)
     case "protect": return try ControlCommands.protect(rest)
+    case "backup": return try BackupCommand.run(rest)
+    case "restore": return try RestoreCommand.run(rest)
     case "run": try RunCommand.run(rest)
     case "--help", "-h", "help":
       print(help)

@@ -12,10 +12,10 @@ import SandboxPolicy
 /// Items created with the container default store no class (one attribute write less per
 /// create): they have the default. Before a mount with another default, every file and
 /// directory without a class is given the old one, as the class it inherited.
-enum DefaultProtection {
+public enum DefaultProtection {
   /// Where the default is kept, on the backing root (hidden: the mount's root shows only
   /// its documented attributes).
-  static let attributeName = "user.appbox.default-protection"
+  public static let attributeName = "user.appbox.default-protection"
 
   /// Makes `new` the default of the backing directory `rootFD`. A directory mounted
   /// before with another default first has its items without a class stamped with that
@@ -37,7 +37,7 @@ enum DefaultProtection {
   }
 
   /// The default recorded on the root, if any.
-  static func recorded(rootFD: Int32) throws(Errno) -> ProtectionClass? {
+  public static func recorded(rootFD: Int32) throws(Errno) -> ProtectionClass? {
     do throws(Errno) {
       return ProtectionClass(parsing: try Xattr.value(rootFD, name: attributeName))
     } catch  where error == .noData {

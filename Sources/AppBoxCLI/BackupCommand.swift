@@ -1,0 +1,133 @@
+import Foundation
+import SandboxPolicy
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// `appbox backup MOUNT --to DIR [--bundle-id ID] [--json]` and `appbox backup --dry-run MOUNT`.
+enum BackupCommand {
+  static let usage = """
+    usage: appbox backup MOUNT --to DIR [--bundle-id ID] [--json]
+           appbox backup --dry-run MOUNT [--bundle-id ID] [--json]
+      writes what a device backup of the app holds (Documents and Library except
+      Library/Caches, minus excluded items; never tmp) as an unencrypted iOS backup in
+      DIR (new or empty), and prints its size report; --dry-run prints the report alone.
+      MOUNT is an AppBox mount, or the backing directory of a sandbox not mounted.
+      --bundle-id names the app (default: local.appbox.NAME, NAME the last component of MOUNT)
+    """
+
+  /// Runs the command.
+  static func run(_ arguments: [String]) throws(CLIError) -> ExitCode {
+    var destination: String?
+    var bundleID: String?
+    var json = false
+    var dryRun = false
+    var positional: [String] = []
+    var index = 0
+    func value() throws(CLIError) -> String {
+      index += 1
+      guard index < arguments.count else { throw CLIError(.usage, "\(arguments[index - 1]) needs a value\n\(usage)") }
+      return arguments[index]
+    }
+    while index < arguments.count {
+      switch arguments[index] {
+      case "--to": destination = try value()
+      case "--bundle-id": bundleID = try value()
+      case "--json": json = true
+      case "--dry-run": dryRun = true
+      case "--help", "-h":
+        print(usage)
+        return .success
+      case let option where option.hasPrefix("-"): throw CLIError(.usage, "unknown option \(option)\n\(usage)")
+      default: positional.append(arguments[index])
+      }
+      index += 1
+    }
+    guard positional.count == 1 else { throw CLIError(.usage, "give one MOUNT\n\(usage)") }
+    guard dryRun == (destination == nil) else {
+      throw CLIError(.usage, dryRun ? "--dry-run writes nothing: drop --to\n\(usage)" : "say where: --to DIR\n\(usage)")
+    }
+    let mount = positional[0]
+    let app = bundleID ?? defaultBundleID(for: mount)
+    guard BackupRules.isValidBundleID(app) else {
+      throw CLIError(.badValue, "--bundle-id \(app): use letters, digits, '.', '-' and '_' (e.g. com.example.app)")
+    }
+    let backing = try backingDirectory(of: mount)
+    if let destination {
+      try checkOutside(destination, of: [backing, mount])
+    }
+    let writer = BackupWriter(backing: backing, bundleID: app, dryRun: dryRun, progress: isatty(2) != 0)
+    let report: BackupReport
+    do throws(BackupWriter.Failure) {
+      report = try writer.run(destination: destination)
+    } catch {
+      throw CLIError(error.code, error.message)
+    }
+    print(json ? report.json(dryRun: dryRun) : report.text(dryRun: dryRun))
+    if !report.skipped.isEmpty {
+      throw CLIError(.failure, "\(report.skipped.count) files kept changing while copied and are not in the backup")
+    }
+    return .success
+  }
+
+  /// `local.appbox.<last component of path>`, with characters a bundle id cannot hold as `-`.
+  static func defaultBundleID(for path: String) -> String {
+    let name = (path as NSString).lastPathComponent
+    let cleaned = String(
+      name.unicodeScalars.map { scalar -> Character in
+        scalar.isASCII && (CharacterSet.alphanumerics.contains(scalar) || scalar == "." || scalar == "-")
+          ? Character(scalar) : "-"
+      })
+    return "local.appbox." + (cleaned.isEmpty || cleaned == "." || cleaned == "/" ? "sandbox" : cleaned)
+  }
+
+  /// Refuses a destination inside the sandbox (its mount or backing directory): the
+  /// backup would walk into itself.
+  static func checkOutside(_ destination: String, of roots: [String]) throws(CLIError) {
+    func resolved(_ path: String) -> String {
+      // The destination may not exist yet: resolve its nearest existing ancestor.
+      var existing = (path as NSString).standardizingPath
+      var rest: [String] = []
+      while realpath(existing, nil) == nil, existing != "/", !existing.isEmpty {
+        rest.insert((existing as NSString).lastPathComponent, at: 0)
+        existing = (existing as NSString).deletingLastPathComponent
+        if existing.isEmpty { existing = "." }
+      }
+      guard let pointer = realpath(existing, nil) else { return path }
+      defer { free(pointer) }
+      return ([String(cString: pointer)] + rest).joined(separator: "/")
+    }
+    let target = resolved(destination) + "/"
+    for root in roots where target.hasPrefix(resolved(root) + "/") {
+      throw CLIError(.noInput, "\(destination) is inside the sandbox \(root): back up to a directory outside it")
+    }
+  }
+
+  /// The backing directory behind an AppBox mount (asked of its daemon), or `path`
+  /// itself when it is a sandbox's backing directory that is not mounted.
+  static func backingDirectory(of path: String) throws(CLIError) -> String {
+    if let resolved = realpath(path, nil) {
+      let mountpoint = String(cString: resolved)
+      free(resolved)
+      if try MountTable.mount(at: mountpoint)?.type == "fuse.appbox" {
+        let reply = try ControlClient.send("status", to: try ControlClient.target(mountpoint))
+        let status = ControlClient.object(reply)["status"] as? [String: Any] ?? [:]
+        guard let backing = status["backing"] as? String else {
+          throw CLIError(.failure, "the daemon of \(mountpoint) did not say where its backing directory is")
+        }
+        return backing
+      }
+      var isDirectory: ObjCBool = false
+      if FileManager.default.fileExists(atPath: mountpoint + "/Documents", isDirectory: &isDirectory),
+        isDirectory.boolValue,
+        FileManager.default.fileExists(atPath: mountpoint + "/Library", isDirectory: &isDirectory),
+        isDirectory.boolValue
+      {
+        return mountpoint
+      }
+    }
+    throw CLIError(
+      .noInput, "\(path) is neither an AppBox mount nor a sandbox's backing directory (with Documents and Library)")
+  }
+}

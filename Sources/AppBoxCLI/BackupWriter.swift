@@ -1,0 +1,551 @@
+import AppBoxFS
+import Foundation
+import Posix
+import SandboxPolicy
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// Walks a sandbox's backing directory and writes what a device backup of the app holds,
+/// in the layout of an unencrypted iOS backup (`Manifest.db`, the plists, each file's
+/// bytes at `<fileID[0:2]>/<fileID>`), or, for a dry run, only counts it.
+///
+/// It reads the backing directory, not the mount: a locked device still backs up its
+/// class-A files (the backup carries them as they are), so no Data Protection refusal
+/// may stop a backup, and the backing keeps every attribute under its stored name. The
+/// daemon writes every change straight to the backing files (there is no write-back
+/// cache), so what is read there is what programs on the mount see.
+final class BackupWriter {
+  /// Why a backup failed; nothing is left at the destination.
+  struct Failure: Error {
+    let code: ExitCode
+    let message: String
+  }
+
+  private let backing: String
+  private let bundleID: String
+  private let domain: String
+  private let dryRun: Bool
+  private var progress: ProgressLine
+  private var rootDefault = ProtectionClass.containerDefault
+  private(set) var report = BackupReport()
+
+  private var database: ManifestDatabase?
+  private var outFD: Int32 = -1
+  private var buckets: [String: Int32] = [:]
+  /// The copy of each hard-linked inode already written: (device, inode) → file id.
+  private var linkCopies: [InodeKey: (fileID: String, size: Int64)] = [:]
+
+  private struct InodeKey: Hashable {
+    let device: UInt64
+    let inode: UInt64
+  }
+
+  /// How often a file that changes while it is copied is copied again.
+  static let copyAttempts = 4
+
+  /// A writer for the backing directory `backing`.
+  init(backing: String, bundleID: String, dryRun: Bool, progress: Bool) {
+    self.backing = backing
+    self.bundleID = bundleID
+    self.domain = BackupRules.domain(bundleID: bundleID)
+    self.dryRun = dryRun
+    self.progress = ProgressLine(enabled: progress, verb: dryRun ? "measuring" : "backing up")
+  }
+
+  deinit {
+    for fd in buckets.values { Sys.close(fd) }
+    if outFD >= 0 { Sys.close(outFD) }
+  }
+
+  /// Walks the sandbox and, unless a dry run, writes the backup into `destination` (made
+  /// in a temporary directory beside it, renamed into place when complete).
+  func run(destination: String?) throws(Failure) -> BackupReport {
+    let rootFD: Int32
+    do throws(Errno) {
+      rootFD = try Sys.openat(AT_FDCWD, backing, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+    } catch {
+      throw Failure(code: .noInput, message: "cannot open the backing directory \(backing): \(error)")
+    }
+    defer { Sys.close(rootFD) }
+    do throws(Errno) {
+      rootDefault = try DefaultProtection.recorded(rootFD: rootFD) ?? .containerDefault
+    } catch {
+      throw Failure(code: .osError, message: "cannot read \(backing)'s default class: \(error)")
+    }
+    var staging: String?
+    if let destination {
+      staging = try prepare(destination)
+    }
+    do throws(Failure) {
+      try walk(rootFD, components: [])
+      progress.finish()
+      if let staging, let destination {
+        try finishDatabase()
+        try writePlists(into: staging)
+        guard rename(staging, destination) == 0 else {
+          throw Failure(code: .osError, message: "cannot rename \(staging) to \(destination): \(Errno.current)")
+        }
+      }
+    } catch {
+      progress.finish()
+      if let staging { try? FileManager.default.removeItem(atPath: staging) }
+      throw error
+    }
+    return report
+  }
+
+  // MARK: - Destination
+
+  /// Checks that `destination` is new or an empty directory and makes the staging
+  /// directory beside it.
+  private func prepare(_ destination: String) throws(Failure) -> String {
+    if let entries = try? FileManager.default.contentsOfDirectory(atPath: destination), !entries.isEmpty {
+      throw Failure(code: .noInput, message: "\(destination) is not empty: back up into a new or empty directory")
+    }
+    var isDirectory: ObjCBool = false
+    if FileManager.default.fileExists(atPath: destination, isDirectory: &isDirectory), !isDirectory.boolValue {
+      throw Failure(code: .noInput, message: "\(destination) is not a directory")
+    }
+    let parent = (destination as NSString).deletingLastPathComponent
+    let staging =
+      (parent.isEmpty ? "." : parent) + "/.\((destination as NSString).lastPathComponent).appbox-backup-\(getpid())"
+    do throws(Errno) {
+      try Sys.mkdirat(AT_FDCWD, staging, 0o755)
+      outFD = try Sys.openat(AT_FDCWD, staging, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+    } catch {
+      throw Failure(code: .noInput, message: "cannot create \(staging): \(error)")
+    }
+    do throws(ManifestDatabase.Failure) {
+      database = try ManifestDatabase(path: staging + "/Manifest.db", create: true)
+    } catch {
+      try? FileManager.default.removeItem(atPath: staging)
+      throw Failure(code: .osError, message: error.description)
+    }
+    return staging
+  }
+
+  private func finishDatabase() throws(Failure) {
+    do throws(ManifestDatabase.Failure) {
+      try database?.commit()
+      database = nil
+    } catch {
+      throw Failure(code: .osError, message: error.description)
+    }
+  }
+
+  // MARK: - Walk
+
+  private func walk(_ directoryFD: Int32, components: [[UInt8]]) throws(Failure) {
+    let stream: DirectoryStream
+    do throws(Errno) {
+      stream = try DirectoryStream(fd: try Sys.openat(directoryFD, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC))
+    } catch {
+      throw failure("cannot list", components, error)
+    }
+    var names: [[CChar]] = []
+    do throws(Errno) {
+      while let item = try stream.next() {
+        let name = Array(UnsafeBufferPointer(start: item.name, count: strlen(item.name) + 1))
+        if name == [0x2E, 0] || name == [0x2E, 0x2E, 0] { continue }
+        names.append(name)
+      }
+    } catch {
+      throw failure("cannot list", components, error)
+    }
+    for name in names {
+      let path = components + [name.dropLast().map { UInt8(bitPattern: $0) }]
+      let scope = BackupRules.scope(of: path)
+      switch scope {
+      case .outside: continue
+      case .caches, .tmp:
+        let (files, bytes) = try measure(stream.fd, name, path)
+        report.addNotBackedUp(scope, files: files, bytes: bytes)
+      case .backedUp:
+        try item(stream.fd, name, path)
+      }
+    }
+  }
+
+  /// Files and bytes below (or of) an entry that is not backed up.
+  private func measure(_ directoryFD: Int32, _ name: [CChar], _ path: [[UInt8]]) throws(Failure) -> (Int, Int64) {
+    let st: stat
+    do throws(Errno) {
+      st = try Sys.fstatat(directoryFD, name, AT_SYMLINK_NOFOLLOW)
+    } catch  where error == .noEntry {
+      return (0, 0)
+    } catch {
+      throw failure("cannot stat", path, error)
+    }
+    switch st.st_mode & S_IFMT {
+    case S_IFREG: return (1, Int64(st.st_size))
+    case S_IFDIR:
+      let stream: DirectoryStream
+      do throws(Errno) {
+        stream = try DirectoryStream(
+          fd: try Sys.openat(
+            directoryFD, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | Linux.openNoAccessTime))
+      } catch  where error == .noEntry {
+        return (0, 0)
+      } catch {
+        throw failure("cannot list", path, error)
+      }
+      var total = (0, Int64(0))
+      while true {
+        let next: DirectoryStream.Item?
+        do throws(Errno) { next = try stream.next() } catch { throw failure("cannot list", path, error) }
+        guard let entry = next else { break }
+        let child = Array(UnsafeBufferPointer(start: entry.name, count: strlen(entry.name) + 1))
+        if child == [0x2E, 0] || child == [0x2E, 0x2E, 0] { continue }
+        let (files, bytes) = try measure(stream.fd, child, path + [child.dropLast().map { UInt8(bitPattern: $0) }])
+        total.0 += files
+        total.1 += bytes
+      }
+      return total
+    default: return (0, 0)
+    }
+  }
+
+  /// Backs up (or counts) one item of the backed-up scope, and a directory's subtree.
+  private func item(_ directoryFD: Int32, _ name: [CChar], _ path: [[UInt8]]) throws(Failure) {
+    let st: stat
+    do throws(Errno) {
+      st = try Sys.fstatat(directoryFD, name, AT_SYMLINK_NOFOLLOW)
+    } catch  where error == .noEntry {
+      return  // removed meanwhile: as if it had never been there
+    } catch {
+      throw failure("cannot stat", path, error)
+    }
+    let type = st.st_mode & S_IFMT
+    let kind: BackupFileRecord.Kind
+    let flags: Int32
+    switch type {
+    case S_IFREG:
+      (kind, flags) = (.file, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | Linux.openNoAccessTime)
+    case S_IFDIR:
+      (kind, flags) = (.directory, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | Linux.openNoAccessTime)
+    case S_IFLNK: (kind, flags) = (.symlink, Linux.openPath | O_NOFOLLOW | O_CLOEXEC)
+    default: return  // sockets, FIFOs and devices are not app data a device backs up
+    }
+    let fd: Int32
+    do throws(Errno) {
+      fd = try Sys.openat(directoryFD, name, flags)
+    } catch  where error == .noEntry {
+      return
+    } catch {
+      throw failure("cannot open", path, error)
+    }
+    defer { Sys.close(fd) }
+    let (attributes, protection) = try readAttributes(fd, path, isSymlink: kind == .symlink)
+    if let exclusion = BackupRules.exclusion(attributes) {
+      let (files, bytes) = try measure(directoryFD, name, path)
+      report.addExcluded(path, by: exclusion, files: files, bytes: bytes)
+      return
+    }
+    let relativePath = BackupReportPath.join(path)
+    let fileID = BackupRules.fileID(domain: domain, relativePath: relativePath)
+    var recorded = st
+    var target: [UInt8]?
+    switch kind {
+    case .file:
+      if !dryRun {
+        guard let copied = try copy(fd, st, fileID: fileID, path: path) else { return }
+        recorded = copied
+      }
+    case .symlink:
+      do throws(Errno) { target = try Sys.readlink(fd) } catch { throw failure("cannot read the link", path, error) }
+    case .directory: break
+    }
+    report.addIncluded(path, kind: kind, bytes: kind == .file ? Int64(recorded.st_size) : 0)
+    progress.update(files: report.included.files + report.directories, bytes: report.included.bytes)
+    if let database {
+      let record = BackupFileRecord(
+        relativePath: relativePath, kind: kind, mode: UInt32(recorded.st_mode), userID: recorded.st_uid,
+        groupID: recorded.st_gid, size: kind == .file ? Int64(recorded.st_size) : 0, inode: UInt64(recorded.st_ino),
+        birth: Int64(min(recorded.st_mtim.tv_sec, recorded.st_ctim.tv_sec)),
+        lastModified: Int64(recorded.st_mtim.tv_sec), lastStatusChange: Int64(recorded.st_ctim.tv_sec),
+        protectionClass: Int64(protection.appleNumber), extendedAttributes: attributes, target: target)
+      do throws(ManifestDatabase.Failure) {
+        try database.insert(
+          fileID: fileID, domain: domain, relativePath: relativePath, flags: kind.rawValue, file: record.archive())
+      } catch {
+        throw Failure(code: .osError, message: error.description)
+      }
+    }
+    if kind == .directory {
+      try walk(fd, components: path)
+    }
+  }
+
+  /// An item's attributes as programs on the mount see them (Apple's names mapped back;
+  /// AppBox's own and the kernel's `security.`, `system.` and `trusted.` ones left out),
+  /// and its Data Protection class.
+  private func readAttributes(_ fd: Int32, _ path: [[UInt8]], isSymlink: Bool) throws(Failure) -> (
+    [(name: [UInt8], value: [UInt8])], ProtectionClass
+  ) {
+    let names: [[UInt8]]
+    do throws(Errno) {
+      names = try Xattr.names(fd)
+    } catch  where error == .notSupported || error == .notPermitted || (isSymlink && error == .noEntry) {
+      return ([], rootDefault)
+    } catch {
+      throw failure("cannot list the attributes of", path, error)
+    }
+    var attributes: [(name: [UInt8], value: [UInt8])] = []
+    var own: ProtectionClass?
+    var inherited: ProtectionClass?
+    for name in names {
+      let isForeign = name.starts(with: XattrNameMapping.foreignPrefix)
+      let isProtection = name.elementsEqual(AppBoxAttribute.protection.name.utf8)
+      let isInherited = name.elementsEqual(AppBoxAttribute.inheritedProtectionName.utf8)
+      guard
+        isForeign || isProtection || isInherited
+          || (name.starts(with: "user.".utf8) && !XattrNameMapping.isReserved(name))
+      else { continue }
+      let value: [UInt8]
+      do throws(Errno) {
+        value = try Xattr.value(fd, (name + [0]).map { CChar(bitPattern: $0) })
+      } catch  where error == .noData {
+        continue  // removed meanwhile
+      } catch {
+        throw failure("cannot read an attribute of", path, error)
+      }
+      if isProtection {
+        own = ProtectionClass(parsing: value)
+      } else if isInherited {
+        inherited = ProtectionClass(parsing: value)
+      } else {
+        attributes.append((XattrNameMapping.mountName(forBackingName: name), value))
+      }
+    }
+    return (attributes, own ?? inherited ?? rootDefault)
+  }
+
+  // MARK: - Copying
+
+  /// Copies a regular file's bytes to its place in the backup, again when it changed
+  /// meanwhile (size or times moved). Returns the status the copy matches, or nil when
+  /// the file kept changing and its copy could not be verified (then it is left out and
+  /// reported).
+  private func copy(_ fd: Int32, _ initial: stat, fileID: String, path: [[UInt8]]) throws(Failure) -> stat? {
+    let key = InodeKey(device: UInt64(initial.st_dev), inode: UInt64(initial.st_ino))
+    let bucket = try bucketFD(String(fileID.prefix(2)))
+    if initial.st_nlink > 1, let first = linkCopies[key] {
+      // Another name of a file already copied: the backup holds the same bytes again,
+      // as a hard link inside the backup directory.
+      let firstBucket = try bucketFD(String(first.fileID.prefix(2)))
+      do throws(Errno) {
+        let existing = try Sys.openat(firstBucket, first.fileID, Linux.openPath | O_NOFOLLOW | O_CLOEXEC)
+        defer { Sys.close(existing) }
+        try Sys.link(existing, bucket, Array(fileID.utf8CString))
+        var st = try Sys.fstat(fd)
+        st.st_size = off_t(first.size)
+        return st
+      } catch {
+        throw failure("cannot link the copy of", path, error)
+      }
+    }
+    let out: Int32
+    do throws(Errno) {
+      out = try Sys.openat(bucket, fileID, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+    } catch {
+      throw failure("cannot create the copy of", path, error)
+    }
+    defer { Sys.close(out) }
+    do throws(Errno) {
+      var lastCopy: (status: stat, bytes: Int64)?
+      for attempt in 0..<Self.copyAttempts {
+        let before = try Sys.fstat(fd)
+        if attempt > 0 { try Sys.ftruncate(out, 0) }
+        let copied = try copyBytes(from: fd, to: out, count: Int64(before.st_size))
+        let after = try Sys.fstat(fd)
+        if copied == Int64(before.st_size) && Self.unchanged(before, after) {
+          if attempt > 0 { report.recopied.append(BackupReportPath.join(path)) }
+          if initial.st_nlink > 1 { linkCopies[key] = (fileID, copied) }
+          return before
+        }
+        // Only growth can leave a copy that was the whole file once.
+        lastCopy = copied == Int64(before.st_size) && after.st_size >= before.st_size ? (before, copied) : nil
+      }
+      // Still changing (a writer appending, say): keep the last copy if the file only
+      // grew and the copy's bytes are still its first bytes, i.e. the file as it was
+      // when that copy began.
+      if var (status, copied) = lastCopy, try prefixMatches(fd, out, count: copied) {
+        report.grown.append(BackupReportPath.join(path))
+        status.st_size = off_t(copied)
+        return status
+      }
+      try Sys.unlinkat(bucket, Array(fileID.utf8CString), 0)
+      report.skipped.append(BackupReportPath.join(path))
+      return nil
+    } catch {
+      throw failure("cannot copy", path, error)
+    }
+  }
+
+  /// Whether nothing changed between two `fstat`s: size, and modification and change
+  /// times to the nanosecond (Linux 6.13+ gives a file changed after its times were read
+  /// a fine-grained time, so a change within the same clock tick still shows).
+  private static func unchanged(_ a: stat, _ b: stat) -> Bool {
+    a.st_size == b.st_size && a.st_mtim.tv_sec == b.st_mtim.tv_sec && a.st_mtim.tv_nsec == b.st_mtim.tv_nsec
+      && a.st_ctim.tv_sec == b.st_ctim.tv_sec && a.st_ctim.tv_nsec == b.st_ctim.tv_nsec
+  }
+
+  /// Copies up to `count` bytes from the start; fewer when the file ended sooner.
+  private func copyBytes(from source: Int32, to out: Int32, count: Int64) throws(Errno) -> Int64 {
+    var done: Int64 = 0
+    while done < count {
+      let chunk = Int(min(count - done, 1 << 30))
+      let moved: Int
+      do throws(Errno) {
+        moved = try Sys.copyFileRange(source, off_t(done), out, off_t(done), chunk, 0)
+      } catch
+        where error == .crossDevice || error == .notImplemented || error == .invalidArgument
+        || error == .notSupported
+      {
+        return try done + readWrite(from: source, to: out, at: done, count: count - done)
+      }
+      if moved == 0 { break }
+      done += Int64(moved)
+    }
+    return done
+  }
+
+  private func readWrite(from source: Int32, to out: Int32, at start: Int64, count: Int64) throws(Errno) -> Int64 {
+    let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 16)
+    defer { buffer.deallocate() }
+    var done: Int64 = 0
+    while done < count {
+      let read = try Sys.pread(
+        source, UnsafeMutableRawBufferPointer(rebasing: buffer[..<Int(min(count - done, 1 << 20))]), off_t(start + done)
+      )
+      if read == 0 { break }
+      var written = 0
+      while written < read {
+        written += try Sys.pwrite(
+          out, UnsafeRawBufferPointer(rebasing: buffer[written..<read]), off_t(start + done) + off_t(written))
+      }
+      done += Int64(read)
+    }
+    return done
+  }
+
+  /// Whether the first `count` bytes of `source` equal the copy's.
+  private func prefixMatches(_ source: Int32, _ copy: Int32, count: Int64) throws(Errno) -> Bool {
+    let a = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 16)
+    let b = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 16)
+    defer {
+      a.deallocate()
+      b.deallocate()
+    }
+    let reader = try Sys.reopen(copy, flags: O_RDONLY | O_CLOEXEC)
+    defer { Sys.close(reader) }
+    var offset: Int64 = 0
+    while offset < count {
+      let length = Int(min(count - offset, 1 << 20))
+      let x = try Sys.pread(source, UnsafeMutableRawBufferPointer(rebasing: a[..<length]), off_t(offset))
+      let y = try Sys.pread(reader, UnsafeMutableRawBufferPointer(rebasing: b[..<length]), off_t(offset))
+      guard x == length, y == length, memcmp(a.baseAddress!, b.baseAddress!, length) == 0 else { return false }
+      offset += Int64(length)
+    }
+    return true
+  }
+
+  private func bucketFD(_ name: String) throws(Failure) -> Int32 {
+    if let fd = buckets[name] { return fd }
+    do throws(Errno) {
+      do throws(Errno) {
+        try Sys.mkdirat(outFD, name, 0o755)
+      } catch  where error == .exists {}
+      let fd = try Sys.openat(outFD, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+      buckets[name] = fd
+      return fd
+    } catch {
+      throw Failure(code: .osError, message: "cannot create \(name) in the backup: \(error)")
+    }
+  }
+
+  private func failure(_ what: String, _ path: [[UInt8]], _ error: Errno) -> Failure {
+    let name = String(decoding: BackupReportPath.join(path), as: UTF8.self)
+    return Failure(code: .osError, message: "\(what) \(name.isEmpty ? backing : name): \(error)")
+  }
+
+  // MARK: - Plists
+
+  private func writePlists(into staging: String) throws(Failure) {
+    let now = Date()
+    let identifier = SHA1.hexDigest(Array("AppBox-\(backing)".utf8))
+    let name = "AppBox"
+    let lockdown: [String: Any] = [
+      "DeviceName": name, "ProductType": "AppBox", "ProductVersion": "17.0", "BuildVersion": "21A329",
+      "UniqueDeviceID": identifier, "SerialNumber": "APPBOX",
+    ]
+    let application: [String: Any] = [
+      "CFBundleIdentifier": bundleID, "CFBundleVersion": "1", "ContainerContentClass": "Data/Application",
+      "Path": "/private/var/containers/Bundle/Application/AppBox/\(bundleID).app",
+    ]
+    let manifest: [String: Any] = [
+      "Version": "10.0", "Date": now, "SystemDomainsVersion": "24.0", "WasPasscodeSet": false,
+      "IsEncrypted": false, "Lockdown": lockdown, "Applications": [bundleID: application],
+    ]
+    let info: [String: Any] = [
+      "Device Name": name, "Display Name": name, "Product Type": "AppBox", "Product Version": "17.0",
+      "Build Version": "21A329", "Unique Identifier": identifier.uppercased(), "Target Identifier": identifier,
+      "Target Type": "Device", "GUID": String(identifier.prefix(32)).uppercased(), "Serial Number": "APPBOX",
+      "Last Backup Date": now, "Installed Applications": [bundleID], "Applications": [bundleID: [String: Any]()],
+    ]
+    let status: [String: Any] = [
+      "BackupState": "new", "IsFullBackup": true, "SnapshotState": "finished", "Version": "3.3", "Date": now,
+      "UUID": UUID().uuidString,
+    ]
+    for (file, plist, format) in [
+      ("Manifest.plist", manifest, PropertyListSerialization.PropertyListFormat.binary),
+      ("Info.plist", info, .xml), ("Status.plist", status, .binary),
+    ] {
+      do {
+        let data = try PropertyListSerialization.data(fromPropertyList: plist, format: format, options: 0)
+        try data.write(to: URL(fileURLWithPath: staging + "/" + file))
+      } catch {
+        throw Failure(code: .osError, message: "cannot write \(file): \(error)")
+      }
+    }
+  }
+}
+
+/// Paths of the report, as bytes.
+enum BackupReportPath {
+  /// Components joined with `/`.
+  static func join(_ components: [[UInt8]]) -> [UInt8] { Array(components.joined(separator: [UInt8(ascii: "/")])) }
+}
+
+/// A one-line progress display on standard error, when it is a terminal.
+struct ProgressLine {
+  private let enabled: Bool
+  private let verb: String
+  private var last: Double = 0
+  private var shown = false
+
+  /// A display; `enabled` false makes it silent.
+  init(enabled: Bool, verb: String) {
+    self.enabled = enabled
+    self.verb = verb
+  }
+
+  /// Shows the counts, at most five times a second.
+  mutating func update(files: Int, bytes: Int64) {
+    guard enabled else { return }
+    let now = Clock.monotonic()
+    guard now - last >= 0.2 else { return }
+    last = now
+    shown = true
+    FileHandle.standardError.write(Data("\r\(verb): \(files) items, \(ByteCount(bytes).formatted)\u{1B}[K".utf8))
+  }
+
+  /// Clears the line.
+  mutating func finish() {
+    guard shown else { return }
+    shown = false
+    FileHandle.standardError.write(Data("\r\u{1B}[K".utf8))
+  }
+}

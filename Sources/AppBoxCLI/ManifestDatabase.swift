@@ -1,0 +1,149 @@
+import CSQLite
+import SandboxPolicy
+
+/// A backup's `Manifest.db`: the SQLite table `Files (fileID, domain, relativePath, flags,
+/// file)` that iOS writes, one row per backed-up item.
+///
+/// Text columns are bound and read as raw bytes, so a relative path that is not UTF-8
+/// keeps its exact bytes (SQLite does not check text encodings).
+final class ManifestDatabase {
+  /// A failed SQLite call: what was being done and SQLite's message.
+  struct Failure: Error, CustomStringConvertible {
+    let description: String
+  }
+
+  /// One row of `Files`.
+  struct Row {
+    let fileID: String
+    let domain: String
+    let relativePath: [UInt8]
+    let flags: Int64
+    let file: [UInt8]
+  }
+
+  private let handle: OpaquePointer
+  private var insertStatement: OpaquePointer?
+
+  /// The schema iOS 10 and later write.
+  static let schema = """
+    CREATE TABLE Files (fileID TEXT PRIMARY KEY, domain TEXT, relativePath TEXT, flags INTEGER, file BLOB);
+    CREATE INDEX FilesDomainIdx ON Files(domain);
+    CREATE INDEX FilesRelativePathIdx ON Files(relativePath);
+    CREATE INDEX FilesFlagsIdx ON Files(flags);
+    CREATE TABLE Properties (key TEXT PRIMARY KEY, value BLOB);
+    """
+
+  /// Opens (`create`: creates, with the schema) the database at `path`.
+  init(path: String, create: Bool) throws(Failure) {
+    var db: OpaquePointer?
+    let flags = create ? SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE : SQLITE_OPEN_READONLY
+    let status = sqlite3_open_v2(path, &db, flags, nil)
+    guard status == SQLITE_OK, let db else {
+      let message = db.map { String(cString: sqlite3_errmsg($0)) } ?? "out of memory"
+      sqlite3_close(db)
+      throw Failure(description: "cannot open \(path): \(message)")
+    }
+    handle = db
+    if create {
+      try execute("PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF;")
+      try execute(Self.schema)
+      try execute("BEGIN")
+    }
+  }
+
+  deinit {
+    sqlite3_finalize(insertStatement)
+    sqlite3_close(handle)
+  }
+
+  private var message: String { String(cString: sqlite3_errmsg(handle)) }
+
+  /// Runs SQL without results.
+  func execute(_ sql: String) throws(Failure) {
+    guard sqlite3_exec(handle, sql, nil, nil, nil) == SQLITE_OK else {
+      throw Failure(description: "\(sql.prefix(40)): \(message)")
+    }
+  }
+
+  /// Adds one row (inside the transaction ``init(path:create:)`` began).
+  func insert(fileID: String, domain: String, relativePath: [UInt8], flags: Int64, file: [UInt8]) throws(Failure) {
+    if insertStatement == nil {
+      let sql = "INSERT INTO Files (fileID, domain, relativePath, flags, file) VALUES (?, ?, ?, ?, ?)"
+      guard sqlite3_prepare_v2(handle, sql, -1, &insertStatement, nil) == SQLITE_OK else {
+        throw Failure(description: "prepare insert: \(message)")
+      }
+    }
+    let statement = insertStatement
+    sqlite3_reset(statement)
+    sqlite3_bind_text(statement, 1, fileID, -1, csqlite_transient())
+    sqlite3_bind_text(statement, 2, domain, -1, csqlite_transient())
+    relativePath.withUnsafeBufferPointer { buffer in
+      let bytes = UnsafeRawPointer(buffer.baseAddress ?? UnsafePointer(bitPattern: 1)!).assumingMemoryBound(
+        to: CChar.self)
+      _ = sqlite3_bind_text(statement, 3, bytes, Int32(buffer.count), csqlite_transient())
+    }
+    sqlite3_bind_int64(statement, 4, flags)
+    file.withUnsafeBytes { buffer in
+      _ = sqlite3_bind_blob(
+        statement, 5, buffer.baseAddress ?? UnsafeRawPointer(bitPattern: 1)!, Int32(buffer.count), csqlite_transient())
+    }
+    guard sqlite3_step(statement) == SQLITE_DONE else {
+      throw Failure(description: "insert \(fileID): \(message)")
+    }
+  }
+
+  /// Commits the rows written.
+  func commit() throws(Failure) { try execute("COMMIT") }
+
+  /// The distinct domains in `Files`.
+  func domains() throws(Failure) -> [String] {
+    var result: [String] = []
+    try query("SELECT DISTINCT domain FROM Files ORDER BY domain", bind: []) { statement in
+      result.append(Self.text(statement, 0).map { String(decoding: $0, as: UTF8.self) } ?? "")
+    }
+    return result
+  }
+
+  /// Every row of `domain`, directories before their contents (by path).
+  func rows(domain: String) throws(Failure) -> [Row] {
+    var result: [Row] = []
+    let sql = "SELECT fileID, domain, relativePath, flags, file FROM Files WHERE domain = ? ORDER BY relativePath"
+    try query(sql, bind: [domain]) { statement in
+      let file: [UInt8]
+      if let blob = sqlite3_column_blob(statement, 4) {
+        file = Array(UnsafeRawBufferPointer(start: blob, count: Int(sqlite3_column_bytes(statement, 4))))
+      } else {
+        file = []
+      }
+      result.append(
+        Row(
+          fileID: String(decoding: Self.text(statement, 0) ?? [], as: UTF8.self),
+          domain: String(decoding: Self.text(statement, 1) ?? [], as: UTF8.self),
+          relativePath: Self.text(statement, 2) ?? [], flags: sqlite3_column_int64(statement, 3), file: file))
+    }
+    return result
+  }
+
+  private func query(_ sql: String, bind: [String], _ each: (OpaquePointer?) -> Void) throws(Failure) {
+    var statement: OpaquePointer?
+    guard sqlite3_prepare_v2(handle, sql, -1, &statement, nil) == SQLITE_OK else {
+      throw Failure(description: "not a backup's Manifest.db (\(message))")
+    }
+    defer { sqlite3_finalize(statement) }
+    for (index, value) in bind.enumerated() {
+      sqlite3_bind_text(statement, Int32(index + 1), value, -1, csqlite_transient())
+    }
+    while true {
+      switch sqlite3_step(statement) {
+      case SQLITE_ROW: each(statement)
+      case SQLITE_DONE: return
+      default: throw Failure(description: "reading Manifest.db: \(message)")
+      }
+    }
+  }
+
+  private static func text(_ statement: OpaquePointer?, _ column: Int32) -> [UInt8]? {
+    guard let pointer = sqlite3_column_text(statement, column) else { return nil }
+    return Array(UnsafeBufferPointer(start: pointer, count: Int(sqlite3_column_bytes(statement, column))))
+  }
+}

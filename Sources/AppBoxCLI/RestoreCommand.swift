@@ -1,0 +1,77 @@
+import Foundation
+import SandboxPolicy
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// `appbox restore BACKUP --backing DIR [--bundle-id ID]`.
+enum RestoreCommand {
+  static let usage = """
+    usage: appbox restore BACKUP --backing DIR [--bundle-id ID]
+      restores an app from an unencrypted iOS backup (appbox backup's, or a device's
+      from Finder or iTunes) into DIR, a new or empty backing directory: Documents and
+      Library with their bytes, modes, times, classes and attributes; Caches and tmp
+      empty. --bundle-id picks the app when the backup holds several.
+      Then: appbox mount --backing DIR MOUNTPOINT
+    """
+
+  /// Runs the command.
+  static func run(_ arguments: [String]) throws(CLIError) -> ExitCode {
+    var target: String?
+    var bundleID: String?
+    var positional: [String] = []
+    var index = 0
+    func value() throws(CLIError) -> String {
+      index += 1
+      guard index < arguments.count else { throw CLIError(.usage, "\(arguments[index - 1]) needs a value\n\(usage)") }
+      return arguments[index]
+    }
+    while index < arguments.count {
+      switch arguments[index] {
+      case "--backing": target = try value()
+      case "--bundle-id": bundleID = try value()
+      case "--help", "-h":
+        print(usage)
+        return .success
+      case let option where option.hasPrefix("-"): throw CLIError(.usage, "unknown option \(option)\n\(usage)")
+      default: positional.append(arguments[index])
+      }
+      index += 1
+    }
+    guard positional.count == 1 else { throw CLIError(.usage, "give one BACKUP directory\n\(usage)") }
+    guard let target, !target.isEmpty else { throw CLIError(.usage, "say where: --backing DIR\n\(usage)") }
+    let restorer = BackupRestorer(backup: positional[0], progress: isatty(2) != 0)
+    do throws(BackupRestorer.Failure) {
+      let (database, domains) = try restorer.open()
+      let domain: String
+      let listed = domains.compactMap(BackupRules.bundleID(ofDomain:)).joined(separator: ", ")
+      if let bundleID {
+        guard domains.contains(BackupRules.domain(bundleID: bundleID)) else {
+          throw BackupRestorer.Failure(
+            code: .badValue,
+            message: "the backup holds no app \(bundleID); it holds: \(listed.isEmpty ? "none" : listed)")
+        }
+        domain = BackupRules.domain(bundleID: bundleID)
+      } else {
+        guard domains.count == 1 else {
+          throw BackupRestorer.Failure(
+            code: domains.isEmpty ? .badValue : .usage,
+            message: domains.isEmpty
+              ? "the backup holds no app (no AppDomain-… rows)"
+              : "the backup holds several apps; pick one with --bundle-id: \(listed)")
+        }
+        domain = domains[0]
+      }
+      let summary = try restorer.restore(database, domain: domain, into: target)
+      print(
+        "restored \(BackupRules.bundleID(ofDomain: domain) ?? domain): \(summary.files) files (\(ByteCount(summary.bytes).formatted)), "
+          + "\(summary.directories) directories, \(summary.symlinks) symlinks into \(target)"
+          + (summary.skipped + summary.excluded > 0
+            ? "; left out \(summary.skipped) items outside Documents and Library, \(summary.excluded) excluded" : ""))
+      return .success
+    } catch {
+      throw CLIError(error.code, error.message)
+    }
+  }
+}
