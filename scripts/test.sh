@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The test command: builds and runs every test (unit, mount, real programs, differential),
-# then the end-to-end shell tests in Integration/ against the debug binary.
+# then the end-to-end shell tests in Integration/ against the debug binary. Prints how
+# long each part took.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v swift >/dev/null || export PATH="/opt/swift/usr/bin:$PATH"
@@ -9,6 +10,12 @@ command -v swift >/dev/null || export PATH="/opt/swift/usr/bin:$PATH"
 XDG_RUNTIME_DIR=$(mktemp -d /tmp/appbox-test-runtime.XXXXXX)
 export XDG_RUNTIME_DIR
 trap 'rm -rf "$XDG_RUNTIME_DIR"' EXIT
-swift build
-swift test
-bash Integration/run.sh --binary .build/debug/appbox
+timed() {  # timed NAME COMMAND...
+  local name=$1 from=$SECONDS
+  shift
+  "$@"
+  echo "test.sh: $name took $((SECONDS - from)) s"
+}
+timed "swift build" swift build
+timed "swift test" swift test
+timed "Integration/run.sh" bash Integration/run.sh --binary .build/debug/appbox

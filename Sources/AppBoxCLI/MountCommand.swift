@@ -16,6 +16,7 @@ enum MountCommand {
     let backing = try checkedBacking(request.backing, mountpoint: mountpoint)
     request.backing = backing
     let runtime = try RuntimeDirectory.current()
+    runtime.pruneOldLogs()
     let files = runtime.files(for: mountpoint)
     if request.foreground || request.readyFD != nil {
       return try Daemon(request: request, files: files).run()

@@ -56,6 +56,30 @@ struct RuntimeDirectory {
     return st.st_mode & S_IFMT == S_IFDIR && st.st_uid == uid && st.st_mode & 0o022 == 0
   }
 
+  /// How long the log and event log of a mount that is gone are kept.
+  static let logLifetime: Double = 7 * 24 * 3600
+
+  /// Removes the logs and event logs of mounts whose daemon is gone, last written more
+  /// than ``logLifetime`` ago (a mount's own are kept while it runs, and for experiments
+  /// after it). Best effort: what cannot be read or removed stays.
+  func pruneOldLogs(now: Double = Clock.unix()) {
+    guard let fd = try? Sys.openat(AT_FDCWD, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC),
+      let stream = try? DirectoryStream(fd: fd)
+    else { return }
+    var stale: [String] = []
+    while let item = try? stream.next() {
+      let name = String(cString: item.name)
+      guard let dot = name.lastIndex(of: "."), [".log", ".events"].contains(String(name[dot...])) else { continue }
+      let base = path + "/" + name[..<dot]
+      let files = MountFiles(pid: base + ".pid", log: base + ".log", socket: base + ".sock", events: base + ".events")
+      guard files.daemonPID == nil, let st = try? Sys.lstatPath(path + "/" + name),
+        Double(st.st_mtim.tv_sec) < now - Self.logLifetime
+      else { continue }
+      stale.append(path + "/" + name)
+    }
+    for file in stale { try? Sys.unlink(file) }
+  }
+
   /// The files of the mount at `mountpoint` (an absolute, resolved path).
   func files(for mountpoint: String) -> MountFiles {
     // FNV-1a over the path: short, stable names (Unix socket paths are limited to 108 bytes).
