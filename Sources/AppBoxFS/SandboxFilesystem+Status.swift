@@ -40,6 +40,7 @@ extension SandboxFilesystem {
         ("noSpaceRefusals", String(books.noSpaceRefusals)),
         ("refusals", refusals),
         ("nodes", String(inodes.count)),
+        ("descriptorLimit", String(ResourceLimits.openFiles)),
         ("passthrough", passthrough.isAvailable ? "true" : "false"),
         ("passthroughFiles", String(passthroughFiles.load(ordering: .relaxed))),
         (
