@@ -150,12 +150,9 @@ final class MountFixture {
   /// behind and exited.
   func unmount(sourceLocation: SourceLocation = #_sourceLocation) throws {
     guard mounted else { return }
-    if let pid = daemonPID {
-      // Release of the last handles is asynchronous: wait for it, with a deadline.
-      let leaked = waitUntil { Self.openFileHandles(of: pid).isEmpty }
-      #expect(
-        leaked, "daemon still holds file handles: \(Self.openFileHandles(of: pid))", sourceLocation: sourceLocation)
-    }
+    // Release of the last handles is asynchronous: wait for it, with a deadline.
+    let leaked = waitUntil { openFileHandles().isEmpty }
+    #expect(leaked, "daemon still holds file handles: \(openFileHandles())", sourceLocation: sourceLocation)
     let result = try Command.run(Command.appbox, ["unmount", mountpoint])
     #expect(result.status == 0, "appbox unmount: \(result.error)", sourceLocation: sourceLocation)
     mounted = !(result.status == 0)
@@ -200,46 +197,46 @@ final class MountFixture {
     return pid
   }
 
-  /// Descriptors of the daemon that are open files (not `O_PATH` inode references, not
-  /// `/dev/fuse`, not standard streams, the log or the event log).
-  static func openFileHandles(of pid: pid_t) -> [String] {
-    var open: [String] = []
-    let backing = backingDirectory(of: pid)
-    for (fd, target) in descriptors(of: pid) {
-      guard fd > 2, target != backing else { continue }  // the backing directory: the daemon's lock on it
-      if target == "/dev/fuse" || target.hasSuffix(".log") || target.hasSuffix(".events") || target.hasPrefix("socket:")
-        || target.hasPrefix("pipe:")
-        || target.hasPrefix("anon_inode:")
-      {
-        continue
-      }
-      let info = (try? String(contentsOfFile: "/proc/\(pid)/fdinfo/\(fd)", encoding: .utf8)) ?? ""
-      let flags =
-        info.split(separator: "\n").first { $0.hasPrefix("flags:") }.map {
-          Int($0.dropFirst("flags:".count).trimmingCharacters(in: .whitespaces), radix: 8) ?? 0
-        } ?? 0
-      if flags & 0o10000000 != 0 { continue }  // O_PATH
-      open.append(target)
-    }
-    return open
+  /// The daemon's descriptors that are open files (not `O_PATH` inode references, not
+  /// `/dev/fuse`, not standard streams, the log, the event log or the lock on the backing
+  /// directory). A failure to list them is one entry naming it, so a wait for none fails.
+  func openFileHandles() -> [String] {
+    let backing = URL(fileURLWithPath: backing).resolvingSymlinksInPath().path
+    let descriptors: [DaemonDescriptor]
+    do { descriptors = try Self.descriptors(ofMount: mountpoint) } catch { return ["(\(error))"] }
+    return descriptors.filter { descriptor in
+      let target = descriptor.target
+      return descriptor.fd > 2 && !descriptor.pathOnly && target.hasPrefix("/") && target != backing
+        && target != "/dev/fuse" && !target.hasSuffix(".log") && !target.hasSuffix(".events")
+    }.map(\.target)
   }
 
-  /// The `--backing` directory on a daemon's command line, resolved.
-  static func backingDirectory(of pid: pid_t) -> String? {
-    guard let bytes = try? readFile("/proc/\(pid)/cmdline") else { return nil }
-    let arguments = bytes.split(separator: 0).map { String(decoding: $0, as: UTF8.self) }
-    guard let flag = arguments.firstIndex(of: "--backing"), flag + 1 < arguments.count else { return nil }
-    return URL(fileURLWithPath: arguments[flag + 1]).resolvingSymlinksInPath().path
-  }
-
-  /// Every descriptor of process `pid` with what it refers to (`/proc/PID/fd`).
-  static func descriptors(of pid: pid_t) -> [(fd: Int, target: String)] {
-    let fds = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd")) ?? []
-    return fds.compactMap { name in
-      guard let fd = Int(name) else { return nil }
-      return (fd, (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/fd/\(name)")) ?? "")
+  /// Every descriptor of the daemon serving `mountpoint`, as the daemon itself reports
+  /// them (`appbox status --descriptors`). Reading `/proc/PID/fd` of the daemon instead
+  /// needs CAP_SYS_PTRACE once it served another user (its credentials changed), which
+  /// root in a container does not have.
+  static func descriptors(ofMount mountpoint: String) throws -> [DaemonDescriptor] {
+    let result = try Command.run(Command.appbox, ["status", "--descriptors", mountpoint])
+    guard result.status == 0,
+      let list = try JSONSerialization.jsonObject(with: Data(result.output.utf8)) as? [[String: Any]]
+    else {
+      throw FixtureError("appbox status --descriptors exited \(result.status): \(result.error)\(result.output)")
+    }
+    return list.compactMap { item in
+      guard let fd = item["fd"] as? Int, let target = item["target"] as? String,
+        let pathOnly = item["pathOnly"] as? Bool
+      else { return nil }
+      return DaemonDescriptor(fd: fd, target: target, pathOnly: pathOnly)
     }
   }
+}
+
+/// One of a daemon's descriptors, as `appbox status --descriptors` reports it.
+struct DaemonDescriptor {
+  let fd: Int
+  let target: String
+  /// An `O_PATH` inode reference, not an open file.
+  let pathOnly: Bool
 }
 
 struct FixtureError: Error, CustomStringConvertible {

@@ -65,13 +65,7 @@ enum Quota {
   /// Waits for the daemon to have released every handle (release is asynchronous after
   /// close, and an open file is never purged).
   static func waitForReleases(_ fixture: MountFixture) -> Bool {
-    guard let pid = fixture.daemonPID else { return true }
-    return fixture.waitUntil { openHandles(of: pid).isEmpty }
-  }
-
-  /// The daemon's open file handles (not its logs).
-  static func openHandles(of pid: pid_t) -> [String] {
-    MountFixture.openFileHandles(of: pid)
+    fixture.waitUntil { fixture.openFileHandles().isEmpty }
   }
 
   /// Polls `condition` every 10 ms until it holds or `seconds` pass.
