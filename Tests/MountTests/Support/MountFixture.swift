@@ -122,13 +122,19 @@ final class MountFixture {
   var mountpoint: String { directories.mountpoint }
   private(set) var mounted = false
   private(set) var daemonPID: pid_t?
+  /// The extra arguments of `appbox mount`, for ``remount(sourceLocation:)``.
+  private let arguments: [String]
 
   /// Creates the directories and mounts. Extra `arguments` go to `appbox mount`.
   init(arguments: [String] = [], prepare: ((String) throws -> Void)? = nil) throws {
     directories = try SandboxDirectories()
-    let backing = directories.backing
-    let mountpoint = directories.mountpoint
-    try prepare?(backing)
+    self.arguments = arguments
+    try prepare?(directories.backing)
+    try mount()
+  }
+
+  /// Mounts the backing directory on the mountpoint with the fixture's arguments.
+  private func mount() throws {
     let result = try Command.run(Command.appbox, ["mount", "--backing", backing] + arguments + [mountpoint])
     guard result.status == 0 else {
       throw FixtureError("appbox mount exited \(result.status): \(result.error)")
@@ -138,6 +144,14 @@ final class MountFixture {
     }
     mounted = true
     daemonPID = Self.daemonPID(for: mountpoint)
+  }
+
+  /// Unmounts (with ``unmount(sourceLocation:)``'s checks) and mounts the same backing
+  /// directory again: the kernel forgets every inode of the mount (the daemon gets their
+  /// forgets) and a new daemon measures the backing tree afresh.
+  func remount(sourceLocation: SourceLocation = #_sourceLocation) throws {
+    try unmount(sourceLocation: sourceLocation)
+    try mount()
   }
 
   /// A path inside the mount.

@@ -68,6 +68,18 @@ enum Quota {
     fixture.waitUntil { fixture.openFileHandles().isEmpty }
   }
 
+  /// Writes back and drops the cached pages of the file at `path`
+  /// (`posix_fadvise(POSIX_FADV_DONTNEED)` after `fsync`): what `drop_caches` does for one
+  /// file, without root's write access to `/proc/sys`.
+  static func dropCachedPages(_ path: String) throws {
+    let fd = open(path, O_RDONLY | O_CLOEXEC)
+    guard fd >= 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
+    defer { close(fd) }
+    guard fsync(fd) == 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
+    let result = posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED)
+    guard result == 0 else { throw POSIXError(POSIXErrorCode(rawValue: result) ?? .EIO) }
+  }
+
   /// Polls `condition` every 10 ms until it holds or `seconds` pass.
   static func poll(seconds: Double = 10, _ condition: () throws -> Bool) rethrows -> Bool {
     let deadline = Date().addingTimeInterval(seconds)
