@@ -40,16 +40,16 @@ enum ControlCommands {
     return .success
   }
 
-  /// `appbox status --descriptors MOUNTPOINT`: the daemon's open descriptors as a JSON
-  /// array, one line (`fd`, `target`, `pathOnly` for an `O_PATH` inode reference).
+  /// `appbox status --descriptors MOUNTPOINT`: the daemon's open descriptors as one line of
+  /// JSON, `{"descriptors":[{"fd","target","pathOnly"}…],"inodeReferences":N}` (`O_PATH`
+  /// inode references are counted, and listed only when their file was unlinked).
   static func printDescriptors(of mountpoint: String) throws(CLIError) -> ExitCode {
     let reply = try ControlClient.send("descriptors", to: try ControlClient.target(mountpoint))
-    guard ControlClient.object(reply)["descriptors"] is [Any],
-      let start = reply.range(of: "\"descriptors\":")?.upperBound, reply.hasSuffix("}")
-    else {
+    let prefix = "{\"ok\":true,"
+    guard ControlClient.object(reply)["descriptors"] is [Any], reply.hasPrefix(prefix) else {
       throw CLIError(.failure, "the daemon's reply has no descriptors: \(reply.prefix(200))")
     }
-    print(String(reply[start..<reply.index(before: reply.endIndex)]))
+    print("{" + reply.dropFirst(prefix.count))
     return .success
   }
 

@@ -115,16 +115,21 @@ final class ControlServer: Sendable {
 
   /// The daemon's own open descriptors (`/proc/self/fd`): what a test checks for leaked
   /// handles where it may not read another process's descriptors (root without
-  /// CAP_SYS_PTRACE, as in a container, once the daemon served another user).
+  /// CAP_SYS_PTRACE, as in a container, once the daemon served another user). `O_PATH`
+  /// inode references (one per inode the kernel holds, thousands on a big tree) are
+  /// counted, and listed only when their file was unlinked.
   static func descriptorsReply() -> String {
     let descriptors: [OwnDescriptor]
     do { descriptors = try Sys.ownDescriptors() } catch {
       return Self.error("cannot list /proc/self/fd: \(error)")
     }
-    let items = descriptors.map {
+    let unlinked = Array(" (deleted)".utf8)
+    let listed = descriptors.filter { !$0.pathOnly || $0.target.suffix(unlinked.count).elementsEqual(unlinked) }
+    let items = listed.map {
       "{\"fd\":\($0.fd),\"target\":\(JSONText.quoted(bytes: $0.target)),\"pathOnly\":\($0.pathOnly)}"
     }
-    return "{\"ok\":true,\"descriptors\":[" + items.joined(separator: ",") + "]}"
+    let references = descriptors.count { $0.pathOnly }
+    return "{\"ok\":true,\"descriptors\":[" + items.joined(separator: ",") + "],\"inodeReferences\":\(references)}"
   }
 
   /// A purge request's words, checked: a byte count from 0 up, an age from 0 to

@@ -24,8 +24,13 @@ struct DaemonDescriptorsTests {
     let held = fixture.backingPath(name)
     let listed = fixture.waitUntil { fixture.openFileHandles().contains(held) }
     #expect(listed, "\(held) not among \(fixture.openFileHandles())")
-    let all = try MountFixture.descriptors(ofMount: fixture.mountpoint)
-    #expect(all.contains { $0.target == "/dev/fuse" && !$0.pathOnly }, "\(all)")
+    // The command prints the same list, and counts the inode references.
+    let printed = try Command.run(Command.appbox, ["status", "--descriptors", fixture.mountpoint])
+    #expect(printed.status == 0, "exited \(printed.status): \(printed.error)")
+    let object = try JSONSerialization.jsonObject(with: Data(printed.output.utf8)) as? [String: Any]
+    let targets = (object?["descriptors"] as? [[String: Any]])?.compactMap { $0["target"] as? String } ?? []
+    #expect(targets.contains(held) && targets.contains("/dev/fuse"), "\(printed.output)")
+    #expect((object?["inodeReferences"] as? Int ?? 0) > 0, "\(printed.output)")
     close(fd)
     #expect(fixture.waitUntil { !fixture.openFileHandles().contains(held) }, "\(fixture.openFileHandles())")
     try fixture.unmount()

@@ -225,16 +225,24 @@ final class MountFixture {
     }.map(\.target)
   }
 
-  /// Every descriptor of the daemon serving `mountpoint`, as the daemon itself reports
-  /// them (`appbox status --descriptors`). Reading `/proc/PID/fd` of the daemon instead
-  /// needs CAP_SYS_PTRACE once it served another user (its credentials changed), which
-  /// root in a container does not have.
+  /// The descriptors of the daemon serving `mountpoint` (mounted by root) that are open
+  /// files, or `O_PATH` references to unlinked files, as the daemon itself reports them
+  /// (the `descriptors` request of `appbox status --descriptors`, sent straight to its
+  /// socket: the waits poll it). Reading `/proc/PID/fd` of the daemon instead needs
+  /// CAP_SYS_PTRACE once it served another user (its credentials changed), which root in
+  /// a container does not have.
   static func descriptors(ofMount mountpoint: String) throws -> [DaemonDescriptor] {
-    let result = try Command.run(Command.appbox, ["status", "--descriptors", mountpoint])
-    guard result.status == 0,
-      let list = try JSONSerialization.jsonObject(with: Data(result.output.utf8)) as? [[String: Any]]
+    let socket = ControlFiles.path(for: mountpoint, "sock")
+    let fd: Int32
+    do { fd = try UnixSocket.connect(to: socket) } catch { throw FixtureError("connect to \(socket): \(error)") }
+    defer { close(fd) }
+    do { try UnixSocket.setTimeouts(fd, milliseconds: 10_000) } catch { throw FixtureError("socket timeout: \(error)") }
+    UnixSocket.writeAll(fd, Array("descriptors\n".utf8))
+    let reply = UnixSocket.readLine(fd, limit: 16 << 20) ?? []
+    guard let object = try? JSONSerialization.jsonObject(with: Data(reply)) as? [String: Any],
+      let list = object["descriptors"] as? [[String: Any]]
     else {
-      throw FixtureError("appbox status --descriptors exited \(result.status): \(result.error)\(result.output)")
+      throw FixtureError("the daemon's descriptors reply: \(String(decoding: reply.prefix(300), as: UTF8.self))")
     }
     return list.compactMap { item in
       guard let fd = item["fd"] as? Int, let target = item["target"] as? String,
