@@ -247,7 +247,7 @@ final class SmallBacking {
     guard result.status == 0 else {
       throw FixtureError(
         "mount -o loop \(image) exited \(result.status): \(result.error.trimmingCharacters(in: .whitespacesAndNewlines))"
-          + " (an ext4 image needs a loop device: /dev/loop-control and a free /dev/loopN)")
+          + " (an ext4 image needs a loop device; in a container: --device /dev/loop-control --device /dev/loopN)")
     }
     mountpoint = path
   }
