@@ -18,8 +18,9 @@ public enum AppBoxCommandLine {
                  unmount and wait for the daemon to finish
       lock MOUNTPOINT, unlock MOUNTPOINT
                  change the simulated device's lock state (BFU, UNLOCKED, GRACE, LOCKED)
-      status [--json] MOUNTPOINT
+      status [--json | --descriptors] MOUNTPOINT
                  state, capacity, usage by domain, purgeable bytes, counters
+                 (--descriptors: the daemon's open descriptors, JSON)
       purge MOUNTPOINT (--bytes SIZE | --domain caches|tmp --all | --older-than DURATION [--domain D])
                  purge tmp and Caches now
       events [--follow] MOUNTPOINT

@@ -18,11 +18,14 @@ enum ControlCommands {
     return .success
   }
 
-  /// `appbox status MOUNTPOINT [--json]`.
+  /// `appbox status MOUNTPOINT [--json | --descriptors]`.
   static func status(_ arguments: [String]) throws(CLIError) -> ExitCode {
-    let usage = "usage: appbox status [--json] MOUNTPOINT"
+    let usage = "usage: appbox status [--json | --descriptors] MOUNTPOINT"
     let json = arguments.contains("--json")
-    let mountpoint = try single(arguments.filter { $0 != "--json" }, usage: usage)
+    let descriptors = arguments.contains("--descriptors")
+    if json && descriptors { throw CLIError(.usage, usage) }
+    let mountpoint = try single(arguments.filter { $0 != "--json" && $0 != "--descriptors" }, usage: usage)
+    if descriptors { return try printDescriptors(of: mountpoint) }
     let reply = try ControlClient.send("status", to: try ControlClient.target(mountpoint))
     guard let status = ControlClient.object(reply)["status"] as? [String: Any],
       let start = reply.range(of: "\"status\":")?.upperBound, reply.hasSuffix("}")
@@ -34,6 +37,19 @@ enum ControlCommands {
       return .success
     }
     print(StatusText.render(status, mountpoint: mountpoint))
+    return .success
+  }
+
+  /// `appbox status --descriptors MOUNTPOINT`: the daemon's open descriptors as one line of
+  /// JSON, `{"descriptors":[{"fd","target","pathOnly"}…],"inodeReferences":N}` (`O_PATH`
+  /// inode references are counted, and listed only when their file was unlinked).
+  static func printDescriptors(of mountpoint: String) throws(CLIError) -> ExitCode {
+    let reply = try ControlClient.send("descriptors", to: try ControlClient.target(mountpoint))
+    let prefix = "{\"ok\":true,"
+    guard ControlClient.object(reply)["descriptors"] is [Any], reply.hasPrefix(prefix) else {
+      throw CLIError(.failure, "the daemon's reply has no descriptors: \(reply.prefix(200))")
+    }
+    print("{" + reply.dropFirst(prefix.count))
     return .success
   }
 

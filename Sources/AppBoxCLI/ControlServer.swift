@@ -8,7 +8,7 @@ import Synchronization
 /// directory, that only the mounting user (or root) can reach; the peer's uid is checked
 /// again on every connection. One request line in, one JSON line out.
 ///
-/// Requests: `lock`, `unlock`, `status`, `purge bytes N`, `purge domain caches|tmp`,
+/// Requests: `lock`, `unlock`, `status`, `descriptors`, `purge bytes N`, `purge domain caches|tmp`,
 /// `purge older-than SECONDS [caches|tmp]`. Connections are served concurrently, each on
 /// a thread of its own with a read timeout, so an idle client holds up no one; at most
 /// ``maximumConnections`` at a time. Anything else a client sends gets an error reply and
@@ -100,6 +100,8 @@ final class ControlServer: Sendable {
       return "{\"ok\":true,\"state\":\(JSONText.quoted(filesystem.unlock().name))}"
     case ("status", 1):
       return "{\"ok\":true,\"status\":\(filesystem.statusJSON())}"
+    case ("descriptors", 1):
+      return Self.descriptorsReply()
     case ("purge", _):
       guard let purge = Self.purgeRequest(Array(words.dropFirst())) else {
         return Self.error("bad purge request: \(request.prefix(200))")
@@ -109,6 +111,25 @@ final class ControlServer: Sendable {
     default:
       return Self.error("unknown request: \(request.prefix(200))")
     }
+  }
+
+  /// The daemon's own open descriptors (`/proc/self/fd`): what a test checks for leaked
+  /// handles where it may not read another process's descriptors (root without
+  /// CAP_SYS_PTRACE, as in a container, once the daemon served another user). `O_PATH`
+  /// inode references (one per inode the kernel holds, thousands on a big tree) are
+  /// counted, and listed only when their file was unlinked.
+  static func descriptorsReply() -> String {
+    let descriptors: [OwnDescriptor]
+    do { descriptors = try Sys.ownDescriptors() } catch {
+      return Self.error("cannot list /proc/self/fd: \(error)")
+    }
+    let unlinked = Array(" (deleted)".utf8)
+    let listed = descriptors.filter { !$0.pathOnly || $0.target.suffix(unlinked.count).elementsEqual(unlinked) }
+    let items = listed.map {
+      "{\"fd\":\($0.fd),\"target\":\(JSONText.quoted(bytes: $0.target)),\"pathOnly\":\($0.pathOnly)}"
+    }
+    let references = descriptors.count { $0.pathOnly }
+    return "{\"ok\":true,\"descriptors\":[" + items.joined(separator: ",") + "],\"inodeReferences\":\(references)}"
   }
 
   /// A purge request's words, checked: a byte count from 0 up, an age from 0 to

@@ -20,6 +20,8 @@ struct ControlVerificationTests {
   /// Makes `/run/user/12345` for the intruder; removed by the returned closure.
   static func intruderRuntimeDirectory() throws -> () -> Void {
     _ = try? FileManager.default.removeItem(atPath: intruderRun)  // left by an interrupted run
+    // A container has no logind, hence no /run/user.
+    try FileManager.default.createDirectory(atPath: "/run/user", withIntermediateDirectories: true)
     try check(mkdir(intruderRun, 0o700), "mkdir \(intruderRun)")
     try check(chown(intruderRun, intruder, intruder), "chown \(intruderRun)")
     return { _ = try? FileManager.default.removeItem(atPath: intruderRun) }

@@ -157,7 +157,7 @@ struct OwnershipTests {
   func rootMountImpliesAllowOther() throws {
     let fixture = try MountFixture.unlocked()
     #expect(chmod(fixture.root, 0o755) == 0)
-    let table = try String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8)
+    let table = MountFixture.mountTable()
     let line = table.split(separator: "\n").first { $0.contains(" \(fixture.mountpoint) ") }
     #expect(line?.contains("allow_other") == true, "\(line ?? "no mount line")")
     #expect(line?.contains("default_permissions") == true)

@@ -95,10 +95,13 @@ struct QuotaHardeningTests {
 
   @Test("a fallocate that fails on a full backing filesystem leaves used == du")
   func failedFallocateIsCharged() throws {
-    let small = try SmallBacking(megabytes: 16)
-    defer { small.remove() }
-    let fixture = try MountFixture.unlocked(["--capacity", "64M"]) { backing in try small.mount(at: backing) }
-    defer { small.unmountQuietly() }
+    // A 16 MiB tmpfs (not a loop-mounted image: a container has no loop devices).
+    var backing: String?
+    let fixture = try MountFixture.unlocked(["--capacity", "64M"]) { path in
+      _ = try Command.shell("mount -t tmpfs -o size=16m,mode=0755 appbox-small \(shellQuote(path))")
+      backing = path
+    }
+    defer { if let backing { _ = try? Command.run("/usr/bin/umount", [backing]) } }
     let fd = try openFile(fixture.path("Documents/big"), O_RDWR | O_CREAT)
     let result = posix_fallocate(fd, 0, 40 << 20)
     #expect(result == ENOSPC, "posix_fallocate past the backing's space: \(result)")
@@ -128,11 +131,13 @@ struct QuotaHardeningTests {
     #expect(mkdir(fixture.path("Library/Caches/stuck"), 0o755) == 0)
     try Quota.writeFile(fixture.path("Library/Caches/stuck/a"), count: 100_000)
     #expect(Quota.waitForReleases(fixture))
-    let directory = fixture.backingPath("Library/Caches/stuck")
-    _ = try Command.shell("chattr +i \(shellQuote(directory))")
+    // A mountpoint cannot be unlinked (EBUSY): the file bound onto itself. (Not `chattr
+    // +i`, which needs CAP_LINUX_IMMUTABLE, which a container lacks.)
+    let file = shellQuote(fixture.backingPath("Library/Caches/stuck/a"))
+    _ = try Command.shell("mount --bind \(file) \(file)")
     try Quota.purge(fixture.mountpoint, ["--domain", "caches", "--all"])
     #expect(Quota.exists(fixture.path("Library/Caches/stuck/a")))
-    _ = try Command.shell("chattr -i \(shellQuote(directory))")
+    _ = try Command.shell("umount \(file)")
     let status = try Quota.status(fixture.mountpoint)
     #expect(Quota.number(status, "purgeable.caches") > 0, "still purgeable: \(status)")
     try Quota.purge(fixture.mountpoint, ["--domain", "caches", "--all"])
@@ -234,9 +239,16 @@ final class SmallBacking {
     )
   }
 
-  /// Mounts the image at `path`.
+  /// Mounts the image at `path`; fails naming what is missing where there is no loop
+  /// device (a container gets none without `--device /dev/loop-control --device
+  /// /dev/loopN`).
   func mount(at path: String) throws {
-    _ = try Command.shell("mount -o loop \(shellQuote(image)) \(shellQuote(path))")
+    let result = try Command.run("/usr/bin/mount", ["-o", "loop", image, path])
+    guard result.status == 0 else {
+      throw FixtureError(
+        "mount -o loop \(image) exited \(result.status): \(result.error.trimmingCharacters(in: .whitespacesAndNewlines))"
+          + " (an ext4 image needs a loop device; in a container: --device /dev/loop-control --device /dev/loopN)")
+    }
     mountpoint = path
   }
 

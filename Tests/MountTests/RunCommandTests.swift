@@ -325,7 +325,6 @@ extension RunCommandTests {
 extension MountFixture {
   /// The mountpoints in this process's mount table.
   static func mounts() -> [String] {
-    let table = (try? String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8)) ?? ""
-    return table.split(separator: "\n").compactMap { $0.split(separator: " ").dropFirst(4).first.map(String.init) }
+    mountTable().split(separator: "\n").compactMap { $0.split(separator: " ").dropFirst(4).first.map(String.init) }
   }
 }

@@ -122,13 +122,19 @@ final class MountFixture {
   var mountpoint: String { directories.mountpoint }
   private(set) var mounted = false
   private(set) var daemonPID: pid_t?
+  /// The extra arguments of `appbox mount`, for ``remount(sourceLocation:)``.
+  private let arguments: [String]
 
   /// Creates the directories and mounts. Extra `arguments` go to `appbox mount`.
   init(arguments: [String] = [], prepare: ((String) throws -> Void)? = nil) throws {
     directories = try SandboxDirectories()
-    let backing = directories.backing
-    let mountpoint = directories.mountpoint
-    try prepare?(backing)
+    self.arguments = arguments
+    try prepare?(directories.backing)
+    try mount()
+  }
+
+  /// Mounts the backing directory on the mountpoint with the fixture's arguments.
+  private func mount() throws {
     let result = try Command.run(Command.appbox, ["mount", "--backing", backing] + arguments + [mountpoint])
     guard result.status == 0 else {
       throw FixtureError("appbox mount exited \(result.status): \(result.error)")
@@ -138,6 +144,14 @@ final class MountFixture {
     }
     mounted = true
     daemonPID = Self.daemonPID(for: mountpoint)
+  }
+
+  /// Unmounts (with ``unmount(sourceLocation:)``'s checks) and mounts the same backing
+  /// directory again: the kernel forgets every inode of the mount (the daemon gets their
+  /// forgets) and a new daemon measures the backing tree afresh.
+  func remount(sourceLocation: SourceLocation = #_sourceLocation) throws {
+    try unmount(sourceLocation: sourceLocation)
+    try mount()
   }
 
   /// A path inside the mount.
@@ -150,12 +164,9 @@ final class MountFixture {
   /// behind and exited.
   func unmount(sourceLocation: SourceLocation = #_sourceLocation) throws {
     guard mounted else { return }
-    if let pid = daemonPID {
-      // Release of the last handles is asynchronous: wait for it, with a deadline.
-      let leaked = waitUntil { Self.openFileHandles(of: pid).isEmpty }
-      #expect(
-        leaked, "daemon still holds file handles: \(Self.openFileHandles(of: pid))", sourceLocation: sourceLocation)
-    }
+    // Release of the last handles is asynchronous: wait for it, with a deadline.
+    let leaked = waitUntil { openFileHandles().isEmpty }
+    #expect(leaked, "daemon still holds file handles: \(openFileHandles())", sourceLocation: sourceLocation)
     let result = try Command.run(Command.appbox, ["unmount", mountpoint])
     #expect(result.status == 0, "appbox unmount: \(result.error)", sourceLocation: sourceLocation)
     mounted = !(result.status == 0)
@@ -200,46 +211,54 @@ final class MountFixture {
     return pid
   }
 
-  /// Descriptors of the daemon that are open files (not `O_PATH` inode references, not
-  /// `/dev/fuse`, not standard streams, the log or the event log).
-  static func openFileHandles(of pid: pid_t) -> [String] {
-    var open: [String] = []
-    let backing = backingDirectory(of: pid)
-    for (fd, target) in descriptors(of: pid) {
-      guard fd > 2, target != backing else { continue }  // the backing directory: the daemon's lock on it
-      if target == "/dev/fuse" || target.hasSuffix(".log") || target.hasSuffix(".events") || target.hasPrefix("socket:")
-        || target.hasPrefix("pipe:")
-        || target.hasPrefix("anon_inode:")
-      {
-        continue
-      }
-      let info = (try? String(contentsOfFile: "/proc/\(pid)/fdinfo/\(fd)", encoding: .utf8)) ?? ""
-      let flags =
-        info.split(separator: "\n").first { $0.hasPrefix("flags:") }.map {
-          Int($0.dropFirst("flags:".count).trimmingCharacters(in: .whitespaces), radix: 8) ?? 0
-        } ?? 0
-      if flags & 0o10000000 != 0 { continue }  // O_PATH
-      open.append(target)
-    }
-    return open
+  /// The daemon's descriptors that are open files (not `O_PATH` inode references, not
+  /// `/dev/fuse`, not standard streams, the log, the event log or the lock on the backing
+  /// directory). A failure to list them is one entry naming it, so a wait for none fails.
+  func openFileHandles() -> [String] {
+    let backing = URL(fileURLWithPath: backing).resolvingSymlinksInPath().path
+    let descriptors: [DaemonDescriptor]
+    do { descriptors = try Self.descriptors(ofMount: mountpoint) } catch { return ["(\(error))"] }
+    return descriptors.filter { descriptor in
+      let target = descriptor.target
+      return descriptor.fd > 2 && !descriptor.pathOnly && target.hasPrefix("/") && target != backing
+        && target != "/dev/fuse" && !target.hasSuffix(".log") && !target.hasSuffix(".events")
+    }.map(\.target)
   }
 
-  /// The `--backing` directory on a daemon's command line, resolved.
-  static func backingDirectory(of pid: pid_t) -> String? {
-    guard let bytes = try? readFile("/proc/\(pid)/cmdline") else { return nil }
-    let arguments = bytes.split(separator: 0).map { String(decoding: $0, as: UTF8.self) }
-    guard let flag = arguments.firstIndex(of: "--backing"), flag + 1 < arguments.count else { return nil }
-    return URL(fileURLWithPath: arguments[flag + 1]).resolvingSymlinksInPath().path
-  }
-
-  /// Every descriptor of process `pid` with what it refers to (`/proc/PID/fd`).
-  static func descriptors(of pid: pid_t) -> [(fd: Int, target: String)] {
-    let fds = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd")) ?? []
-    return fds.compactMap { name in
-      guard let fd = Int(name) else { return nil }
-      return (fd, (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/fd/\(name)")) ?? "")
+  /// The descriptors of the daemon serving `mountpoint` (mounted by root) that are open
+  /// files, or `O_PATH` references to unlinked files, as the daemon itself reports them
+  /// (the `descriptors` request of `appbox status --descriptors`, sent straight to its
+  /// socket: the waits poll it). Reading `/proc/PID/fd` of the daemon instead needs
+  /// CAP_SYS_PTRACE once it served another user (its credentials changed), which root in
+  /// a container does not have.
+  static func descriptors(ofMount mountpoint: String) throws -> [DaemonDescriptor] {
+    let socket = ControlFiles.path(for: mountpoint, "sock")
+    let fd: Int32
+    do { fd = try UnixSocket.connect(to: socket) } catch { throw FixtureError("connect to \(socket): \(error)") }
+    defer { close(fd) }
+    do { try UnixSocket.setTimeouts(fd, milliseconds: 10_000) } catch { throw FixtureError("socket timeout: \(error)") }
+    UnixSocket.writeAll(fd, Array("descriptors\n".utf8))
+    let reply = UnixSocket.readLine(fd, limit: 16 << 20) ?? []
+    guard let object = try? JSONSerialization.jsonObject(with: Data(reply)) as? [String: Any],
+      let list = object["descriptors"] as? [[String: Any]]
+    else {
+      throw FixtureError("the daemon's descriptors reply: \(String(decoding: reply.prefix(300), as: UTF8.self))")
+    }
+    return list.compactMap { item in
+      guard let fd = item["fd"] as? Int, let target = item["target"] as? String,
+        let pathOnly = item["pathOnly"] as? Bool
+      else { return nil }
+      return DaemonDescriptor(fd: fd, target: target, pathOnly: pathOnly)
     }
   }
+}
+
+/// One of a daemon's descriptors, as `appbox status --descriptors` reports it.
+struct DaemonDescriptor {
+  let fd: Int
+  let target: String
+  /// An `O_PATH` inode reference, not an open file.
+  let pathOnly: Bool
 }
 
 struct FixtureError: Error, CustomStringConvertible {

@@ -222,9 +222,8 @@ struct PolicyRun {
   /// Waits until the daemon holds exactly the handles of the open slots: a close is
   /// released asynchronously, and open handles decide passthrough and what a purge may take.
   func settleHandles() {
-    guard let pid = fixture.daemonPID else { return }
     let expected = mounted.slots.filter { $0 >= 0 }.count
-    _ = fixture.waitUntil { MountFixture.openFileHandles(of: pid).count == expected }
+    _ = fixture.waitUntil { fixture.openFileHandles().count == expected }
   }
 
   /// The paths an operation's outcome reports the state of.

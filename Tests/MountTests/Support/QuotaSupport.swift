@@ -65,13 +65,19 @@ enum Quota {
   /// Waits for the daemon to have released every handle (release is asynchronous after
   /// close, and an open file is never purged).
   static func waitForReleases(_ fixture: MountFixture) -> Bool {
-    guard let pid = fixture.daemonPID else { return true }
-    return fixture.waitUntil { openHandles(of: pid).isEmpty }
+    fixture.waitUntil { fixture.openFileHandles().isEmpty }
   }
 
-  /// The daemon's open file handles (not its logs).
-  static func openHandles(of pid: pid_t) -> [String] {
-    MountFixture.openFileHandles(of: pid)
+  /// Writes back and drops the cached pages of the file at `path`
+  /// (`posix_fadvise(POSIX_FADV_DONTNEED)` after `fsync`): what `drop_caches` does for one
+  /// file, without root's write access to `/proc/sys`.
+  static func dropCachedPages(_ path: String) throws {
+    let fd = open(path, O_RDONLY | O_CLOEXEC)
+    guard fd >= 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
+    defer { close(fd) }
+    guard fsync(fd) == 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
+    let result = posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED)
+    guard result == 0 else { throw POSIXError(POSIXErrorCode(rawValue: result) ?? .EIO) }
   }
 
   /// Polls `condition` every 10 ms until it holds or `seconds` pass.
