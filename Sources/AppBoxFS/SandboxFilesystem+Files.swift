@@ -130,6 +130,7 @@ extension SandboxFilesystem {
     let inode = inodes.inode(node)
     if inode.isRegularFile { try check(.openExisting, inode) }
     try pin(inode)
+    if inode.domain == .caches, inode.isRegularFile { purgeCost.cacheOpens.add(1, ordering: .relaxed) }
     let fd: Int32
     do throws(Errno) {
       if flags & O_TRUNC != 0, inode.isRegularFile { try clearSetID(for: ctx, fd: inode.fd) }
@@ -204,6 +205,7 @@ extension SandboxFilesystem {
     let inode = inodes.inode(node)
     try check(.handleIO, inode)
     touch(inode)
+    if inode.domain == .caches { purgeCost.cacheReads.add(1, ordering: .relaxed) }
     return .file(fd: Int32(truncatingIfNeeded: handle), offset: offset, count: count)
   }
 

@@ -36,6 +36,7 @@ extension SandboxFilesystem {
       return over > 0 ? catalog.chooseVictims(toFree: over) : []
     }
     let purged = plan.victims.isEmpty ? [] : carryOut(plan, onRequestThread: false)
+    events.flush()  // when `appbox resize` returns, its events are in the log
     return Resize(from: from, to: capacity, files: purged.count, bytes: purged.reduce(0) { $0 + $1.bytes })
   }
 }

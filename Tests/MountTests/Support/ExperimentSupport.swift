@@ -16,6 +16,17 @@ enum Experiment {
     }.filter { $0["type"] as? String == type }
   }
 
+  /// The events of a type once there are at least `count` (the daemon writes its log
+  /// off the request path), or what there is after 10 s.
+  static func events(_ mountpoint: String, type: String, atLeast count: Int) throws -> [[String: Any]] {
+    var found: [[String: Any]] = []
+    _ = try Quota.poll {
+      found = try events(mountpoint, type: type)
+      return found.count >= count
+    }
+    return found
+  }
+
   /// A number field of an event.
   static func number(_ event: [String: Any], _ key: String) -> Double {
     (event[key] as? NSNumber)?.doubleValue ?? .nan
