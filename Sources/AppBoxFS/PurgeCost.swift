@@ -13,7 +13,7 @@ final class PurgeCost: Sendable {
   private let state = Mutex(State())
   /// How many names are remembered (read without the lock, to skip it when 0).
   private let remembered = Atomic<Int>(0)
-  /// Opens of existing regular files in Caches (every open reaches the daemon).
+  /// Read-only opens of existing regular files in Caches (every open reaches the daemon).
   let cacheOpens = Atomic<Int>(0)
   /// Read requests on Caches files that reach the daemon (passthrough reads do not).
   let cacheReads = Atomic<Int>(0)

@@ -130,7 +130,9 @@ extension SandboxFilesystem {
     let inode = inodes.inode(node)
     if inode.isRegularFile { try check(.openExisting, inode) }
     try pin(inode)
-    if inode.domain == .caches, inode.isRegularFile { purgeCost.cacheOpens.add(1, ordering: .relaxed) }
+    if inode.domain == .caches, inode.isRegularFile, flags & O_ACCMODE == O_RDONLY {
+      purgeCost.cacheOpens.add(1, ordering: .relaxed)  // a hit: the app reads what it cached
+    }
     let fd: Int32
     do throws(Errno) {
       if flags & O_TRUNC != 0, inode.isRegularFile { try clearSetID(for: ctx, fd: inode.fd) }

@@ -106,6 +106,9 @@ struct PurgeCostTests {
     let before = try cost(fixture)
     for _ in 0..<3 { try Quota.use(fixture.path("Library/Caches/hit")) }
     try Quota.use(fixture.path("tmp/not-a-cache"))
+    let writer = open(fixture.path("Library/Caches/hit"), O_WRONLY | O_CLOEXEC)  // storing is not a hit
+    #expect(writer >= 0)
+    close(writer)
     let after = try cost(fixture)
     #expect(Quota.number(after, "cacheOpens") - Quota.number(before, "cacheOpens") == 3)
     // The first read fills the page cache; later opens may be served from it.
