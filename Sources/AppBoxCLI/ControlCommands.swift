@@ -195,7 +195,7 @@ enum StatusText {
     )
     let cost = status["purgeCost"] as? [String: Any] ?? [:]
     lines.append(
-      "  purge cost:  \(cost["recreated"] ?? 0) purged files created again (\(bytes("recreatedBytes", in: cost)) when purged), \(cost["missed"] ?? 0) looked up and missed"
+      "  purge cost:  \(cost["recreated"] ?? 0) purged files created again (\(bytes("recreatedBytes", in: cost)) when purged, \(bytes("bytesWrittenAgain", in: cost)) written again), \(cost["missed"] ?? 0) looked up and missed"
     )
     lines.append(
       "  cache hits:  \(cost["cacheOpens"] ?? 0) opens of Caches files, \(cost["cacheReads"] ?? 0) reads through the daemon (passthrough reads are not seen)"

@@ -49,11 +49,15 @@ final class PurgeCost: Sendable {
     return record
   }
 
+  /// Bytes written again into re-created names: what each held at its first last close
+  /// (or when renamed into place).
+  let bytesWrittenAgain = Atomic<Int64>(0)
+
   /// The counters, for `appbox status`: a JSON object.
   var jsonObject: String {
     let (counters, count) = state.withLock { ($0.counters, $0.names.count) }
     return "{\"recreated\":\(counters.recreated),\"recreatedBytes\":\(counters.recreatedBytes)"
-      + ",\"missed\":\(counters.missed),\"remembered\":\(count),\"rememberedLimit\":\(PurgedNames.defaultLimit)"
+      + ",\"bytesWrittenAgain\":\(bytesWrittenAgain.load(ordering: .relaxed)),\"missed\":\(counters.missed),\"remembered\":\(count),\"rememberedLimit\":\(PurgedNames.defaultLimit)"
       + ",\"cacheOpens\":\(cacheOpens.load(ordering: .relaxed)),\"cacheReads\":\(cacheReads.load(ordering: .relaxed))}"
   }
 }
@@ -61,15 +65,25 @@ final class PurgeCost: Sendable {
 extension SandboxFilesystem {
   /// Records the app paying for a purge of `name` in `directory` (Caches or tmp), if it
   /// was purged recently: an event and a counter.
-  func notePurgeCost(_ kind: PurgeCostEvent.Kind, _ name: UnsafePointer<CChar>, in directory: Inode) {
-    guard !purgeCost.isEmpty else { return }
+  /// - Returns: whether it was a purged name.
+  @discardableResult
+  func notePurgeCost(_ kind: PurgeCostEvent.Kind, _ name: UnsafePointer<CChar>, in directory: Inode) -> Bool {
+    guard !purgeCost.isEmpty else { return false }
     let key = PurgedNames.Key(directory: directory.key.inode, name: CName(name).bytes)
-    guard let record = purgeCost.note(kind, key) else { return }
+    guard let record = purgeCost.note(kind, key) else { return false }
     let now = Clock.unix()
     events.record(
       PurgeCostEvent(
         kind: kind, time: now, path: mountPath(of: name, in: directory), purgedBytes: record.bytes,
         secondsSincePurge: max(0, now - record.time)
       ).jsonLine)
+    return true
+  }
+
+  /// The last release of a file that re-created a purged name: what it holds now was
+  /// written again.
+  func countWrittenAgain(_ inode: Inode) {
+    guard inode.recreatesPurged.exchange(false, ordering: .relaxed) else { return }
+    purgeCost.bytesWrittenAgain.add(inode.allocated.withLock { $0 }, ordering: .relaxed)
   }
 }

@@ -292,6 +292,7 @@ extension SandboxFilesystem {
     let last = inode.openHandles.load(ordering: .relaxed) <= 1
     let written = last ? inode.written.exchange(false, ordering: .relaxed) : inode.written.load(ordering: .relaxed)
     if written || HandleKind(handle: handle) == .passthrough { account(inode, fd: inode.fd) }
+    if last, inode.recreatesPurged.load(ordering: .relaxed) { countWrittenAgain(inode) }
     unpin(inode)
   }
 

@@ -52,6 +52,13 @@ struct PurgeCostTests {
     #expect(Quota.number(counters, "recreated") == 1)
     #expect(Double(Quota.number(counters, "recreatedBytes")) == bytes)
     #expect(Quota.number(counters, "missed") == 1)
+    // What the program wrote into it again, measured at its close.
+    // What the program wrote into it again, measured at its last close (released after
+    // the program's close returns).
+    var st = stat()
+    #expect(stat(fixture.backingPath("Library/Caches/img1"), &st) == 0 && st.st_size == 300_000)
+    let rewritten = Int64(st.st_blocks) * 512
+    #expect(try Quota.poll { Quota.number(try cost(fixture), "bytesWrittenAgain") == rewritten }, "\(rewritten)")
 
     // Created again, the name is forgotten: its next removal and re-creation cost nothing.
     #expect(unlink(fixture.path("Library/Caches/img1")) == 0)
@@ -94,6 +101,7 @@ struct PurgeCostTests {
     let recreated = try Experiment.events(fixture.mountpoint, type: "recreated", atLeast: 1)
     #expect(recreated.map { $0["path"] as? String } == ["Library/Caches/c0"], "\(recreated)")
     #expect(Quota.number(try cost(fixture), "recreated") == 1)
+    #expect(Quota.number(try cost(fixture), "bytesWrittenAgain") == 4096, "one block, renamed into place")
     try fixture.unmount()
   }
 
