@@ -125,7 +125,7 @@ struct ResizeTests {
     try fixture.unmount()
   }
 
-  @Test("a schedule shrinks and grows the capacity at its times, with used == du")
+  @Test("a schedule shrinks and grows the capacity at its times: purges and ENOSPC while small, used == du")
   func schedule() throws {
     let fixture = try MountFixture(arguments: ["--unlocked", "--capacity", "20M"])
     for index in 0..<10 {
@@ -137,12 +137,27 @@ struct ResizeTests {
     # start, squeeze, give some back
     0s    100%
     1s    6M
-    2500ms 50%
+    5s    50%
     """.write(toFile: file, atomically: true, encoding: .utf8)
-    let result = try Command.run(Command.appbox, ["pressure", fixture.mountpoint, "--schedule", file])
-    #expect(result.status == 0, "\(result.error)")
-    #expect(result.output.split(separator: "\n").count == 3, "\(result.output)")
+    let pressure = Process()
+    pressure.executableURL = URL(fileURLWithPath: Command.appbox)
+    pressure.arguments = ["pressure", fixture.mountpoint, "--schedule", file]
+    pressure.standardOutput = FileHandle.nullDevice
+    try pressure.run()
+    defer { if pressure.isRunning { pressure.terminate() } }  // a failed requirement below
 
+    // While squeezed: purged down to 6 MiB, and a write that does not fit is ENOSPC.
+    let squeezed = try Experiment.events(fixture.mountpoint, type: "capacity", atLeast: 2)
+    try #require(squeezed.count == 2, "\(squeezed)")
+    #expect(Quota.number(try Quota.status(fixture.mountpoint), "used") <= 6 << 20)
+    try Quota.expectBooksMatch(fixture, capacity: 6 << 20)
+    let (written, error) = Experiment.writeUntilFull(fixture.path("Documents/big"), count: 8 * mib)
+    let refused = Date().timeIntervalSince1970
+    #expect(error == ENOSPC && written < 6 * mib, "wrote \(written), errno \(error)")
+    #expect(unlink(fixture.path("Documents/big")) == 0)
+
+    #expect(Quota.poll(seconds: 30) { !pressure.isRunning }, "appbox pressure did not finish")
+    #expect(pressure.terminationStatus == 0)
     let changes = try Experiment.events(fixture.mountpoint, type: "capacity")
     try #require(changes.count == 3, "\(changes)")
     #expect(changes.map { $0["reason"] as? String } == ["schedule", "schedule", "schedule"])
@@ -152,12 +167,13 @@ struct ResizeTests {
     let times = changes.map { Experiment.number($0, "time") }
     // Each step at its time after the first, within a tolerance for a loaded machine.
     #expect(abs(times[1] - times[0] - 1) < 0.5, "\(times)")
-    #expect(abs(times[2] - times[0] - 2.5) < 0.5, "\(times)")
+    #expect(abs(times[2] - times[0] - 5) < 0.5, "\(times)")
+    #expect(refused < times[2], "the ENOSPC came while the capacity was 6 MiB")
     let purges = try Quota.events(fixture.mountpoint).filter { $0["reason"] as? String == "shrink" }
     #expect(purges.count >= 4, "\(purges.count) purges")
     let purgeTimes: [Double] = purges.map { Experiment.number($0, "time") }
     #expect(purgeTimes.allSatisfy { $0 >= times[1] && $0 < times[2] }, "\(purgeTimes) vs \(times)")
-    #expect(Quota.number(try Quota.status(fixture.mountpoint), "used") <= 6 << 20)
+    #expect(Quota.waitForReleases(fixture))
     try Quota.expectBooksMatch(fixture, capacity: 10 << 20)
     // The room the last step gave back takes writes.
     #expect(Experiment.writeUntilFull(fixture.path("Documents/after"), count: 3 * mib) == (3 * mib, 0))
