@@ -204,6 +204,12 @@ enum StatusText {
       (status["passthrough"] as? Bool ?? false)
         ? "  passthrough: on, \(status["passthroughFiles"] ?? 0) files open that way"
         : "  passthrough: off (needs Linux 6.9 or later and a daemon with CAP_SYS_ADMIN)")
+    if let limit = (status["descriptorLimit"] as? NSNumber)?.intValue {
+      // Each inode the kernel holds costs the daemon a descriptor, each open file one more.
+      lines.append(
+        "  descriptors: at most \(limit): one per inode the kernel holds (\(status["nodes"] ?? 0) now), one more per open file (so about \(limit / 2) files open at once)"
+      )
+    }
     let busyPoll = status["busyPoll"] as? [String: Any] ?? [:]
     let window = (busyPoll["microseconds"] as? NSNumber)?.intValue ?? 0
     lines.append(

@@ -88,7 +88,7 @@ struct MountRequest {
       case "--capacity":
         let text = try value(argument)
         do { request.sandbox.capacity = try ByteCount.parse(text).bytes } catch {
-          throw CLIError(.badValue, "--capacity \(text): \(error) (use e.g. 500M or 2G)")
+          throw CLIError(.badValue, "--capacity \(text): \(error)")
         }
         guard request.sandbox.capacity >= minimumCapacity else {
           throw CLIError(
@@ -159,7 +159,7 @@ struct MountRequest {
   static func duration(_ flag: String, _ text: String) throws(CLIError) -> Double {
     let seconds: Double
     do { seconds = try DurationText.parse(text) } catch {
-      throw CLIError(.badValue, "\(flag) \(text): \(error) (use e.g. 10s, 5m, 2h, 3d or 0)")
+      throw CLIError(.badValue, "\(flag) \(text): \(error)")
     }
     guard seconds.isFinite, seconds >= 0, seconds <= maximumDuration else {
       throw CLIError(.badValue, "\(flag) \(text): too long, the longest is 36500d (100 years)")
@@ -169,7 +169,7 @@ struct MountRequest {
 
   static func percentage(_ flag: String, _ text: String) throws(CLIError) -> Percentage {
     do { return try Percentage.parse(text) } catch {
-      throw CLIError(.badValue, "\(flag) \(text): \(error) (use e.g. 90%)")
+      throw CLIError(.badValue, "\(flag) \(text): \(error)")
     }
   }
 

@@ -37,12 +37,12 @@ extension SandboxFilesystem {
   ///   kernel then looks the name up again and retries (an `O_CREAT` open creates it).
   func pin(_ inode: Inode) throws(Errno) {
     guard inode.isRegularFile, inode.domain.isPurgeable else {
-      if inode.purged.load(ordering: .relaxed) { throw .stale }
+      if isPurged(inode) { throw .stale }
       inode.openHandles.add(1, ordering: .relaxed)
       return
     }
     while true {
-      if inode.purged.load(ordering: .relaxed) { throw .stale }
+      if isPurged(inode) { throw .stale }
       switch storage.pin(inode) {
       case .pinned:
         touch(inode)
@@ -59,6 +59,18 @@ extension SandboxFilesystem {
         sched_yield()  // a purge is between committing to this file and unlinking it
       }
     }
+  }
+
+  /// Whether a purge removed `inode`'s file. A purge marks the inode just before it
+  /// unlinks the name: this waits for that unlink (or for the purge to give the file up),
+  /// so that when the kernel, told ESTALE, looks the name up again, the name is gone;
+  /// answered before the unlink, the kernel would find the same file and fail the call.
+  func isPurged(_ inode: Inode) -> Bool {
+    while inode.purged.load(ordering: .relaxed) {
+      guard storage.isInFlight(inode.key.inode) else { return inode.purged.load(ordering: .relaxed) }
+      sched_yield()
+    }
+    return false
   }
 
   /// Takes back the count of ``pin(_:)``.

@@ -37,7 +37,7 @@ extension SandboxFilesystem {
   /// `stat` or an open's permission check retries, and finds the name gone or new).
   public func getattr(_ ctx: RequestContext, node: NodeID, handle: UInt64?) throws(Errno) -> stat {
     let inode = inodes.inode(node)
-    if inode.purged.load(ordering: .relaxed) { throw .stale }
+    if isPurged(inode) { throw .stale }
     return try Sys.fstat(inode.fd)
   }
 

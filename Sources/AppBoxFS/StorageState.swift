@@ -167,6 +167,11 @@ final class StorageState: Sendable {
     books.withLock { _ = $0.inFlight.removeValue(forKey: ino) }
   }
 
+  /// Whether a purge holds `ino` (chosen, or committed and not yet unlinked).
+  func isInFlight(_ ino: UInt64) -> Bool {
+    books.withLock { $0.inFlight[ino] != nil }
+  }
+
   /// A victim the purge could not unlink: back on the catalog, purgeable again.
   func putBack(_ ino: UInt64) {
     books.withLock { books in

@@ -29,6 +29,15 @@ struct CLITests {
     try Command.run(Command.appbox, arguments)
   }
 
+  @Test(
+    "a bad size, duration or percentage exits 65 and says how to write one, once",
+    arguments: [["--grace", "10"], ["--cx-timeout", "5x"], ["--capacity", "lots"], ["--purge-at", "abc"]])
+  func badValueHintOnce(arguments: [String]) throws {
+    let result = try Command.run(Command.appbox, ["mount"] + arguments + ["/tmp"])
+    #expect(result.status == 65, "\(result.error)")
+    #expect(result.error.components(separatedBy: "e.g.").count == 2, "\(result.error)")
+  }
+
   @Test("mount on a missing mountpoint exits 66 and says so; nothing is created")
   func missingMountpoint() throws {
     let scratch = try Scratch()

@@ -42,4 +42,26 @@ struct DescriptorBudgetTests {
     let unmounted = try Command.run(Command.appbox, ["unmount", mountpoint])
     #expect(unmounted.status == 0, "\(unmounted.error)")
   }
+
+  @Test("status states the daemon's descriptor limit and what it allows: about half as many open files")
+  func statusStatesTheLimit() throws {
+    let directories = try SandboxDirectories(prefix: "appbox-fdlimit")
+    let mounted = try Command.run(
+      "prlimit",
+      ["--nofile=512:512", "--", Command.appbox, "mount", "--backing", directories.backing, directories.mountpoint])
+    try #require(mounted.status == 0, "\(mounted.error)")
+    defer { _ = try? Command.run(Command.appbox, ["unmount", directories.mountpoint]) }
+    #expect(Quota.number(try Quota.status(directories.mountpoint), "descriptorLimit") == 512)
+    let human = try Command.run(Command.appbox, ["status", directories.mountpoint])
+    #expect(
+      human.output.contains("at most 512") && human.output.contains("about 256 files open at once"), "\(human.output)")
+    // 200 files held open at once (below the stated ~256) all open.
+    var held: [Int32] = []
+    defer { held.forEach { close($0) } }
+    for index in 0..<200 {
+      let fd = open(directories.mountpoint + "/Documents/h\(index)", O_CREAT | O_RDWR | O_CLOEXEC, 0o644)
+      try #require(fd >= 0, "open #\(index): errno \(errno)")
+      held.append(fd)
+    }
+  }
 }

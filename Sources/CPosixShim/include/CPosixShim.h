@@ -127,10 +127,11 @@ static inline int cposix_thread_setgroups(size_t count, const gid_t *groups) {
   return (int)syscall(SYS_setgroups, count, groups);
 }
 
-/// Gives the calling thread a filesystem context (umask, working directory, root) of its
-/// own, once per thread (unshare(CLONE_FS), in shim.c): from then on umask(2) on this
-/// thread changes no other thread's. Returns 0, or -1 with errno.
-int cposix_own_fs_context(void);
+/// Sets the calling thread's umask to `mask`, the thread having first taken a filesystem
+/// context (umask, working directory, root) of its own (unshare(CLONE_FS), once per
+/// thread), so that no other thread's changes; a umask the thread already has costs no
+/// system call (in shim.c). Returns 0, or -1 with errno (then nothing changed).
+int cposix_set_thread_umask(mode_t mask);
 
 /// How many CPUs the calling thread may run on (its affinity mask, which a container's
 /// cpuset or taskset narrows); 1 when unknown. CPU_COUNT and sched_getaffinity are GNU-only.
