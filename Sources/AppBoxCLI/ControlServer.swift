@@ -115,7 +115,8 @@ final class ControlServer: Sendable {
         )
       }
       let done = filesystem.resize(to: bytes, reason: reason)
-      return "{\"ok\":true,\"from\":\(done.from),\"to\":\(done.to),\"files\":\(done.files),\"bytes\":\(done.bytes)}"
+      return
+        "{\"ok\":true,\"from\":\(done.from),\"to\":\(done.to),\"files\":\(done.files),\"bytes\":\(done.bytes),\"used\":\(done.used)}"
     default:
       return Self.error("unknown request: \(request.prefix(200))")
     }

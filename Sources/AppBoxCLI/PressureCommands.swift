@@ -46,6 +46,8 @@ enum PressureCommands {
     do { capacities = try schedule.capacities(start: start, minimumCapacity: MountRequest.minimumCapacity) } catch {
       throw CLIError(.badValue, "\(file): \(error)")
     }
+    // Ctrl-C (or SIGTERM) stops the schedule between steps, whoever started it.
+    do { try TerminationSignals.unblock() } catch { throw CLIError(.osError, "cannot unblock SIGINT: \(error)") }
     let begin = Clock.monotonic()
     for (step, capacity) in zip(schedule.steps, capacities) {
       let wait = begin + step.time - Clock.monotonic()
@@ -80,8 +82,11 @@ enum PressureCommands {
       try ControlClient.send("resize \(capacity) \(reason.rawValue)", to: target, timeoutSeconds: nil))
     func number(_ key: String) -> Int64 { (reply[key] as? NSNumber)?.int64Value ?? 0 }
     let files = number("files")
-    return "capacity \(ByteCount(number("from")).formatted) → \(ByteCount(number("to")).formatted)"
+    let (to, used) = (number("to"), number("used"))
+    return "capacity \(ByteCount(number("from")).formatted) → \(ByteCount(to).formatted)"
       + (files > 0 ? ", purged \(files) file\(files == 1 ? "" : "s") (\(ByteCount(number("bytes")).formatted))" : "")
+      + ", used \(ByteCount(used).formatted)"
+      + (used > to ? " (the rest cannot be purged now: allocations get ENOSPC until usage is below the capacity)" : "")
   }
 
   /// The mountpoint and the value of `flag`, each exactly once.

@@ -14,6 +14,8 @@ extension SandboxFilesystem {
     public var files: Int
     /// The bytes they gave back.
     public var bytes: Int64
+    /// The usage afterwards (above `to` when what is left cannot be purged).
+    public var used: Int64
   }
 
   /// Sets the capacity (the control channel's `resize`; never on a request thread) and
@@ -37,6 +39,8 @@ extension SandboxFilesystem {
     }
     let purged = plan.victims.isEmpty ? [] : carryOut(plan, onRequestThread: false)
     events.flush()  // when `appbox resize` returns, its events are in the log
-    return Resize(from: from, to: capacity, files: purged.count, bytes: purged.reduce(0) { $0 + $1.bytes })
+    let used = storage.books.withLock { $0.ledger.used }
+    return Resize(
+      from: from, to: capacity, files: purged.count, bytes: purged.reduce(0) { $0 + $1.bytes }, used: used)
   }
 }

@@ -46,7 +46,7 @@ struct ResizeTests {
 
     let shrink = try Experiment.resize(fixture.mountpoint, "9M")
     #expect(shrink.status == 0, "\(shrink.error)")
-    #expect(shrink.output.contains("20 MiB → 9 MiB"), "\(shrink.output)")
+    #expect(shrink.output.contains("20 MiB → 9 MiB, purged "), "\(shrink.output)")
     let capacity: Int64 = 9 << 20
     let status = try Quota.status(fixture.mountpoint)
     #expect(Quota.number(status, "capacity") == capacity)
@@ -125,6 +125,30 @@ struct ResizeTests {
     try fixture.unmount()
   }
 
+  @Test("Ctrl-C stops a schedule: no later step runs")
+  func interrupted() throws {
+    let fixture = try MountFixture(arguments: ["--unlocked", "--capacity", "20M"])
+    let file = fixture.root + "/schedule"
+    try "0s 16M\n1h 2M\n".write(toFile: file, atomically: true, encoding: .utf8)
+    let pressure = Process()
+    pressure.executableURL = URL(fileURLWithPath: Command.appbox)
+    pressure.arguments = ["pressure", fixture.mountpoint, "--schedule", file]
+    pressure.standardOutput = FileHandle.nullDevice
+    try pressure.run()
+    defer {
+      if pressure.isRunning { kill(pressure.processIdentifier, SIGKILL) }  // a failure below
+    }
+    #expect(try Experiment.events(fixture.mountpoint, type: "capacity", atLeast: 1).count == 1)
+    kill(pressure.processIdentifier, SIGINT)
+    #expect(Quota.poll { !pressure.isRunning }, "appbox pressure did not stop")
+    if !pressure.isRunning {
+      #expect(pressure.terminationReason == .uncaughtSignal && pressure.terminationStatus == SIGINT)
+    }
+    #expect(Quota.number(try Quota.status(fixture.mountpoint), "capacity") == 16 << 20)
+    #expect(try Experiment.events(fixture.mountpoint, type: "capacity").count == 1)
+    try fixture.unmount()
+  }
+
   @Test("a schedule shrinks and grows the capacity at its times: purges and ENOSPC while small, used == du")
   func schedule() throws {
     let fixture = try MountFixture(arguments: ["--unlocked", "--capacity", "20M"])
@@ -144,7 +168,9 @@ struct ResizeTests {
     pressure.arguments = ["pressure", fixture.mountpoint, "--schedule", file]
     pressure.standardOutput = FileHandle.nullDevice
     try pressure.run()
-    defer { if pressure.isRunning { pressure.terminate() } }  // a failed requirement below
+    defer {
+      if pressure.isRunning { kill(pressure.processIdentifier, SIGKILL) }  // a failed requirement below
+    }
 
     // While squeezed: purged down to 6 MiB, and a write that does not fit is ENOSPC.
     let squeezed = try Experiment.events(fixture.mountpoint, type: "capacity", atLeast: 2)
