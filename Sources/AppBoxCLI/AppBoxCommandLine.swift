@@ -27,7 +27,7 @@ public enum AppBoxCommandLine {
       pressure MOUNTPOINT --schedule FILE
                  change the capacity over time: lines 'TIME CAPACITY' (e.g. '10s 64M', '1m 50%')
       events [--follow] MOUNTPOINT
-                 refusals, state changes, purges, capacity changes as JSON Lines
+                 refusals, state changes, purges, capacity changes, purge costs as JSON Lines
       protect PATH --class CLASS
                  set a file's Data Protection class
       backup MOUNT --to DIR [--bundle-id ID] [--json], backup --dry-run MOUNT
