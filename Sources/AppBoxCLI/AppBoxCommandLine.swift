@@ -23,8 +23,12 @@ public enum AppBoxCommandLine {
                  (--descriptors: the daemon's open descriptors, JSON)
       purge MOUNTPOINT (--bytes SIZE | --domain caches|tmp --all | --older-than DURATION [--domain D])
                  purge tmp and Caches now
+      resize MOUNTPOINT --capacity SIZE
+                 change the capacity now (shrinking purges tmp, then Caches, down to it)
+      pressure MOUNTPOINT --schedule FILE
+                 change the capacity over time: lines 'TIME CAPACITY' (e.g. '10s 64M', '1m 50%')
       events [--follow] MOUNTPOINT
-                 refusals, state changes and purges as JSON Lines
+                 refusals, state changes, purges, capacity changes, purge costs as JSON Lines
       protect PATH --class CLASS
                  set a file's Data Protection class
       backup MOUNT --to DIR [--bundle-id ID] [--json], backup --dry-run MOUNT
@@ -77,6 +81,8 @@ public enum AppBoxCommandLine {
     case "status": return try ControlCommands.status(rest)
     case "purge": return try ControlCommands.purge(rest)
     case "events": return try ControlCommands.events(rest)
+    case "resize": return try PressureCommands.resize(rest)
+    case "pressure": return try PressureCommands.pressure(rest)
     case "protect": return try ControlCommands.protect(rest)
     case "backup": return try BackupCommand.run(rest)
     case "restore": return try RestoreCommand.run(rest)

@@ -209,6 +209,13 @@ enum StatusText {
     lines.append(
       "  counters:    \(status["purges"] ?? 0) purges (\(bytes("bytesPurged"))), \(refusals["total"] ?? 0) refusals, \(status["noSpaceRefusals"] ?? 0) ENOSPC"
     )
+    let cost = status["purgeCost"] as? [String: Any] ?? [:]
+    lines.append(
+      "  purge cost:  \(cost["recreated"] ?? 0) purged files created again (\(bytes("recreatedBytes", in: cost)) when purged, \(bytes("bytesWrittenAgain", in: cost)) written again), \(cost["missed"] ?? 0) looked up and missed"
+    )
+    lines.append(
+      "  cache hits:  \(cost["cacheOpens"] ?? 0) opens of Caches files, \(cost["cacheReads"] ?? 0) reads through the daemon (passthrough reads are not seen)"
+    )
     lines.append(
       (status["passthrough"] as? Bool ?? false)
         ? "  passthrough: on, \(status["passthroughFiles"] ?? 0) files open that way"

@@ -8,8 +8,9 @@ import Synchronization
 /// directory, that only the mounting user (or root) can reach; the peer's uid is checked
 /// again on every connection. One request line in, one JSON line out.
 ///
-/// Requests: `lock`, `unlock`, `status`, `descriptors`, `purge bytes N`, `purge domain caches|tmp`,
-/// `purge older-than SECONDS [caches|tmp]`. Connections are served concurrently, each on
+/// Requests: `lock`, `unlock`, `status`, `descriptors`, `purge bytes N`, `purge domain
+/// caches|tmp`, `purge older-than SECONDS [caches|tmp]`, `resize BYTES resize|schedule`.
+/// Connections are served concurrently, each on
 /// a thread of its own with a read timeout, so an idle client holds up no one; at most
 /// ``maximumConnections`` at a time. Anything else a client sends gets an error reply and
 /// changes nothing.
@@ -108,6 +109,17 @@ final class ControlServer: Sendable {
       }
       let (files, bytes) = filesystem.purge(purge)
       return "{\"ok\":true,\"files\":\(files),\"bytes\":\(bytes)}"
+    case ("resize", 3):
+      guard let bytes = Int64(words[1]), bytes >= MountRequest.minimumCapacity,
+        let reason = CapacityEvent.Reason(rawValue: words[2])
+      else {
+        return Self.error(
+          "bad resize request (a capacity of at least \(MountRequest.minimumCapacity) bytes, then resize or schedule): \(request.prefix(200))"
+        )
+      }
+      let done = filesystem.resize(to: bytes, reason: reason)
+      return
+        "{\"ok\":true,\"from\":\(done.from),\"to\":\(done.to),\"files\":\(done.files),\"bytes\":\(done.bytes),\"used\":\(done.used)}"
     default:
       return Self.error("unknown request: \(request.prefix(200))")
     }

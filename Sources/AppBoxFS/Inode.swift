@@ -59,6 +59,9 @@ final class Inode: Sendable {
   /// kernel still has it cached (until the kernel's entry is invalidated), so the kernel
   /// looks the name up again.
   let purged = Atomic<Bool>(false)
+  /// Set when this file re-created a name a purge had removed: its last release adds
+  /// what it then holds to ``PurgeCost``'s bytes written again.
+  let recreatesPurged = Atomic<Bool>(false)
 
   /// How the kernel does I/O on the open handles of this file; see ``IOMode``.
   let ioMode = Mutex(IOMode())

@@ -130,6 +130,9 @@ extension SandboxFilesystem {
     let inode = inodes.inode(node)
     if inode.isRegularFile { try check(.openExisting, inode) }
     try pin(inode)
+    if inode.domain == .caches, inode.isRegularFile, flags & O_ACCMODE == O_RDONLY {
+      purgeCost.cacheOpens.add(1, ordering: .relaxed)  // a hit: the app reads what it cached
+    }
     let fd: Int32
     do throws(Errno) {
       if flags & O_TRUNC != 0, inode.isRegularFile { try clearSetID(for: ctx, fd: inode.fd) }
@@ -204,6 +207,7 @@ extension SandboxFilesystem {
     let inode = inodes.inode(node)
     try check(.handleIO, inode)
     touch(inode)
+    if inode.domain == .caches { purgeCost.cacheReads.add(1, ordering: .relaxed) }
     return .file(fd: Int32(truncatingIfNeeded: handle), offset: offset, count: count)
   }
 
@@ -288,6 +292,7 @@ extension SandboxFilesystem {
     let last = inode.openHandles.load(ordering: .relaxed) <= 1
     let written = last ? inode.written.exchange(false, ordering: .relaxed) : inode.written.load(ordering: .relaxed)
     if written || HandleKind(handle: handle) == .passthrough { account(inode, fd: inode.fd) }
+    if last, inode.recreatesPurged.load(ordering: .relaxed) { countWrittenAgain(inode) }
     unpin(inode)
   }
 

@@ -88,6 +88,10 @@ extension SandboxFilesystem {
     settle(reserved, inode, fd: openFD ?? inode.fd, known: storedAttribute ? nil : entry.attributes)
     settle(room, directory, fd: directory.fd)
     track(inode, name: CName(name).bytes, in: directory)
+    if inode.isRegularFile, directory.domain.isPurgeable, notePurgeCost(.recreated, name, in: directory) {
+      inode.recreatesPurged.store(true, ordering: .relaxed)
+      if openFD == nil { countWrittenAgain(inode) }  // mknod: nothing will be written through a handle of its own
+    }
     return entry
   }
 
@@ -149,6 +153,10 @@ extension SandboxFilesystem {
     }
     if to !== from { account(from, fd: from.fd) }
     settle(room, to, fd: to.fd)
+    // A file written elsewhere and renamed into place (an atomic write) re-creates the name.
+    if to.domain.isPurgeable, source.st_mode & S_IFMT == S_IFREG, notePurgeCost(.recreated, newName, in: to) {
+      purgeCost.bytesWrittenAgain.add(Int64(source.st_blocks) * 512, ordering: .relaxed)
+    }
   }
 
   /// `link`: +1 lookup on the linked node. Links stay within one domain (EXDEV otherwise).

@@ -10,11 +10,14 @@ import SandboxPolicy
 
 extension SandboxFilesystem {
   /// `lookup`: +1 lookup on the found node. A missing name is a negative entry the kernel
-  /// may cache (every change goes through the mount).
+  /// may cache (every change goes through the mount); in Caches or tmp, a miss of a name
+  /// purged recently is the purge's cost to the app (``notePurgeCost(_:_:in:)``).
   public func lookup(_ ctx: RequestContext, parent: NodeID, name: UnsafePointer<CChar>) throws(Errno) -> Entry {
+    let directory = inodes.inode(parent)
     do throws(Errno) {
-      return try lookupEntry(in: inodes.inode(parent), name: name)
+      return try lookupEntry(in: directory, name: name)
     } catch  where error == .noEntry {
+      if directory.domain.isPurgeable { notePurgeCost(.missed, name, in: directory) }
       return Entry(
         node: NodeID(rawValue: 0), attributes: stat(), entryTimeout: configuration.entryTimeout,
         attributeTimeout: 0)

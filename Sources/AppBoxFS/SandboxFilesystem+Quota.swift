@@ -182,6 +182,12 @@ extension SandboxFilesystem {
       ).jsonLine
     }
     events.record(lines.joined(separator: "\n"))
+    purgeCost.purged(
+      purged.compactMap { item in
+        let victim = plan.victims[item.index]
+        guard let directory = victim.parent.directoryInode ?? domainRoots[victim.domain] else { return nil }
+        return (PurgedNames.Key(directory: directory, name: victim.name), item.bytes)
+      }, time: now)
     let notify: @Sendable () -> Void = { [self, purged] in
       guard let notifier = notifier.withLock({ $0 }) else { return }
       for item in purged {
@@ -278,6 +284,7 @@ extension SandboxFilesystem {
       }
     }
     let purged = carryOut(plan, onRequestThread: false)
+    events.flush()  // when `appbox purge` returns, its events are in the log
     return (purged.count, purged.reduce(0) { $0 + $1.bytes })
   }
 

@@ -10,6 +10,7 @@ extension SandboxFilesystem {
     let snapshot = protection.snapshot
     let refusals = protection.counters.withLock { $0.jsonObject }
     let busyPoll = RequestReading.busyPoll
+    let purgeCost = purgeCost.jsonObject
     return storage.books.withLock { books in
       let ledger = books.ledger
       let catalog = books.catalog
@@ -39,6 +40,7 @@ extension SandboxFilesystem {
         ("bytesPurged", String(books.bytesPurged)),
         ("noSpaceRefusals", String(books.noSpaceRefusals)),
         ("refusals", refusals),
+        ("purgeCost", purgeCost),
         ("nodes", String(inodes.count)),
         ("descriptorLimit", String(ResourceLimits.openFiles)),
         ("passthrough", passthrough.isAvailable ? "true" : "false"),

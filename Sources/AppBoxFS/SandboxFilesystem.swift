@@ -37,6 +37,8 @@ public final class SandboxFilesystem: FuseFilesystem {
   let passthrough = PassthroughFiles()
   /// Files open in passthrough mode now.
   let passthroughFiles = Atomic<Int>(0)
+  /// Recently purged names and what purges cost the app.
+  let purgeCost = PurgeCost()
   /// The names of Caches and tmp files with more than one link, to put them back on the
   /// purge catalog when they are down to one.
   let linkNames = LinkNames()

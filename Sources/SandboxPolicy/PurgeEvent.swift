@@ -10,6 +10,8 @@ public struct PurgeEvent: Sendable, Hashable {
     case age
     /// Background purging above the high-water mark.
     case watermark
+    /// The capacity was lowered below the usage (`appbox resize`, `appbox pressure`).
+    case shrink
   }
 
   /// Wall-clock time of the purge, in seconds since the Unix epoch.

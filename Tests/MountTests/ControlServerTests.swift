@@ -55,7 +55,10 @@ struct ControlServerTests {
       "purge older-than nan\n", "purge older-than -5\n", "purge older-than 1 documents\n", "purge bytes -1\n",
       "purge bytes 99999999999999999999\n", "purge domain documents\n", "purge\n", "purge bytes\n", "lock now\n",
       "{\"request\":\"lock\"}\n", "\u{0}\u{ff}\u{fe}\n", "\n", "", String(repeating: "x", count: 2_000_000) + "\n",
+      "resize 0 resize\n", "resize -1 resize\n", "resize 1048575 resize\n", "resize 99999999999999999999 resize\n",
+      "resize 8388608 bogus\n", "resize 8388608\n", "resize\n", "resize 1e9 schedule\n",
     ]
+    let capacity = try fixture.status()["capacity"] as? NSNumber
     let replies = try Self.rawReplies(socket, requests)
     #expect(replies.count == requests.count)
     for (request, reply) in zip(requests, replies) {
@@ -66,6 +69,7 @@ struct ControlServerTests {
     #expect(fixture.daemonPID.map { kill($0, 0) == 0 } == true, "the daemon died")
     let status = try fixture.status()
     #expect(status["state"] as? String == "UNLOCKED")
+    #expect(status["capacity"] as? NSNumber == capacity)
     #expect(try readFile(fixture.path("tmp/t")) == bytes("tmp"))
     #expect(try readFile(fixture.path("Library/Caches/c")) == bytes("cache"))
     try fixture.unmount()
