@@ -24,25 +24,19 @@ enum BackupCommand {
     var json = false
     var dryRun = false
     var positional: [String] = []
-    var index = 0
-    func value() throws(CLIError) -> String {
-      index += 1
-      guard index < arguments.count else { throw CLIError(.usage, "\(arguments[index - 1]) needs a value\n\(usage)") }
-      return arguments[index]
-    }
-    while index < arguments.count {
-      switch arguments[index] {
-      case "--to": destination = try value()
-      case "--bundle-id": bundleID = try value()
+    var reader = ArgumentReader(arguments, usage: usage)
+    while let argument = reader.next() {
+      switch argument {
+      case "--to": destination = try reader.value()
+      case "--bundle-id": bundleID = try reader.value()
       case "--json": json = true
       case "--dry-run": dryRun = true
       case "--help", "-h":
         print(usage)
         return .success
       case let option where option.hasPrefix("-"): throw CLIError(.usage, "unknown option \(option)\n\(usage)")
-      default: positional.append(arguments[index])
+      default: positional.append(argument)
       }
-      index += 1
     }
     guard positional.count == 1 else { throw CLIError(.usage, "give one MOUNT\n\(usage)") }
     guard dryRun == (destination == nil) else {

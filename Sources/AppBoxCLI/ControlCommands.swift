@@ -62,30 +62,24 @@ enum ControlCommands {
     var all = false
     var olderThan: Double?
     var positional: [String] = []
-    var index = 0
-    func value() throws(CLIError) -> String {
-      index += 1
-      guard index < arguments.count else { throw CLIError(.usage, "\(arguments[index - 1]) needs a value\n\(usage)") }
-      return arguments[index]
-    }
-    while index < arguments.count {
-      switch arguments[index] {
+    var reader = ArgumentReader(arguments, usage: usage)
+    while let argument = reader.next() {
+      switch argument {
       case "--bytes":
-        let text = try value()
+        let text = try reader.value()
         do { bytes = try ByteCount.parse(text).bytes } catch { throw CLIError(.badValue, "--bytes \(text): \(error)") }
       case "--domain":
-        let text = try value()
+        let text = try reader.value()
         guard text == "caches" || text == "tmp" else {
           throw CLIError(.badValue, "--domain \(text): use caches or tmp")
         }
         domain = text
       case "--all": all = true
-      case "--older-than": olderThan = try MountRequest.duration("--older-than", try value())
+      case "--older-than": olderThan = try MountRequest.duration("--older-than", try reader.value())
       default:
-        if arguments[index].hasPrefix("-") { throw CLIError(.usage, "unknown option \(arguments[index])\n\(usage)") }
-        positional.append(arguments[index])
+        if argument.hasPrefix("-") { throw CLIError(.usage, "unknown option \(argument)\n\(usage)") }
+        positional.append(argument)
       }
-      index += 1
     }
     let mountpoint = try single(positional, usage: usage)
     let request: String

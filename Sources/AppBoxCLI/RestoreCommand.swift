@@ -21,23 +21,17 @@ enum RestoreCommand {
     var target: String?
     var bundleID: String?
     var positional: [String] = []
-    var index = 0
-    func value() throws(CLIError) -> String {
-      index += 1
-      guard index < arguments.count else { throw CLIError(.usage, "\(arguments[index - 1]) needs a value\n\(usage)") }
-      return arguments[index]
-    }
-    while index < arguments.count {
-      switch arguments[index] {
-      case "--backing": target = try value()
-      case "--bundle-id": bundleID = try value()
+    var reader = ArgumentReader(arguments, usage: usage)
+    while let argument = reader.next() {
+      switch argument {
+      case "--backing": target = try reader.value()
+      case "--bundle-id": bundleID = try reader.value()
       case "--help", "-h":
         print(usage)
         return .success
       case let option where option.hasPrefix("-"): throw CLIError(.usage, "unknown option \(option)\n\(usage)")
-      default: positional.append(arguments[index])
+      default: positional.append(argument)
       }
-      index += 1
     }
     guard positional.count == 1 else { throw CLIError(.usage, "give one BACKUP directory\n\(usage)") }
     guard let target, !target.isEmpty else { throw CLIError(.usage, "say where: --backing DIR\n\(usage)") }
