@@ -7,10 +7,16 @@ import Synchronization
 /// The state machine (pure, in SandboxPolicy) says what the state is at any instant; this
 /// class publishes its evaluation as a ``LockSnapshot`` whenever it changes (a lock, an
 /// unlock, the end of grace, the CX timeout), so that requests never do time arithmetic.
+///
+/// A change is published twice: first to requests (``snapshot``: the daemon refuses from
+/// then on), then, once the kernel dropped what the change closed (pages, mappings), to
+/// observers (``shown``: `appbox status`, the device-state attribute), so that nothing of a
+/// class that reads as closed can still be read from memory.
 final class ProtectionState: Sendable {
   /// Lock order: `machine` before `counters`; neither is held across a syscall.
   private let machine: Mutex<LockStateMachine>
   private let published: Atomic<UInt8>
+  private let observed: Atomic<UInt8>
   let counters = Mutex(ProtectionCounters())
 
   init(options: SandboxOptions) {
@@ -18,11 +24,21 @@ final class ProtectionState: Sendable {
       gracePeriod: options.gracePeriod, inactivityTimeout: options.inactivityTimeout,
       startUnlocked: options.startUnlocked)
     self.machine = Mutex(machine)
-    published = Atomic(Self.encode(machine.snapshot(at: Clock.monotonic())))
+    let initial = Self.encode(machine.snapshot(at: Clock.monotonic()))
+    published = Atomic(initial)
+    observed = Atomic(initial)
   }
 
   /// The state requests are judged by.
   var snapshot: LockSnapshot { Self.decode(published.load(ordering: .acquiring)) }
+
+  /// The state observers are told: ``snapshot`` once its change has taken effect.
+  var shown: LockSnapshot { Self.decode(observed.load(ordering: .acquiring)) }
+
+  /// Tells observers `snapshot`: the change to it has taken effect.
+  func show(_ snapshot: LockSnapshot) {
+    observed.store(Self.encode(snapshot), ordering: .releasing)
+  }
 
   /// Locks; returns the published change (old, new).
   func lock() -> (DeviceStateChange?, LockSnapshot, LockSnapshot) {

@@ -92,38 +92,44 @@ extension SandboxFilesystem {
   /// Locks the simulated device.
   /// - Returns: the state now.
   public func lock() -> DeviceState {
-    let (change, old, new) = protection.lock()
-    apply(change, from: old, to: new)
-    return new.state
+    changeState { $0.lock() }
   }
 
   /// Unlocks the simulated device.
   /// - Returns: the state now.
   public func unlock() -> DeviceState {
-    let (change, old, new) = protection.unlock()
-    apply(change, from: old, to: new)
-    return new.state
+    changeState { $0.unlock() }
   }
 
-  /// The simulated device's state.
-  public var deviceState: DeviceState { protection.snapshot.state }
+  /// The simulated device's state, as observers see it (see ``ProtectionState``).
+  public var deviceState: DeviceState { protection.shown.state }
 
-  /// Records a change and, for classes that just became inaccessible, drops what the
-  /// kernel caches of their files (pages, mmaps), so nothing is served from memory.
-  /// Runs on a control or maintenance thread, never on a request thread.
-  func apply(_ change: DeviceStateChange?, from old: LockSnapshot, to new: LockSnapshot) {
-    if let change {
-      events.record(DeviceStateEvent(time: Clock.unix(), change: change).jsonLine)
-    }
-    let closed = LockSnapshot.classesBecomingInaccessible(from: old, to: new)
-    if !closed.isEmpty, let notifier = notifier.withLock({ $0 }) {
-      for inode in inodes.snapshot() where inode.isRegularFile {
-        if let known = inode.cachedProtection, closed.contains(known) {
-          notifier.invalidateInode(inodes.node(inode))
+  /// Makes a change of the lock state take effect, one change at a time: requests are
+  /// judged by the new state at once; for classes that just became inaccessible, what the
+  /// kernel caches of their files (pages, mmaps) is dropped; only then is the change shown
+  /// (status, the device-state attribute) and recorded as an event. Runs on a control or
+  /// maintenance thread, never on a request thread (which never takes `stateChanges`).
+  @discardableResult
+  func changeState(
+    _ body: (ProtectionState) -> (DeviceStateChange?, LockSnapshot, LockSnapshot)
+  ) -> DeviceState {
+    stateChanges.withLock { _ in
+      let (change, old, new) = body(protection)
+      let closed = LockSnapshot.classesBecomingInaccessible(from: old, to: new)
+      if !closed.isEmpty, let notifier = notifier.withLock({ $0 }) {
+        for inode in inodes.snapshot() where inode.isRegularFile {
+          if let known = inode.cachedProtection, closed.contains(known) {
+            notifier.invalidateInode(inodes.node(inode))
+          }
         }
       }
+      protection.show(new)
+      if let change {
+        events.record(DeviceStateEvent(time: Clock.unix(), change: change).jsonLine)
+      }
+      scheduleLockTransition()
+      return new.state
     }
-    scheduleLockTransition()
   }
 
   /// Arms a timer for the next time-driven change (end of grace, CX timeout).
@@ -131,9 +137,7 @@ extension SandboxFilesystem {
     guard let seconds = protection.secondsUntilNextTransition else { return }
     let delay = DispatchTimeInterval.nanoseconds(Int(min(seconds, 1e9) * 1e9) + 1_000_000)
     maintenance.asyncAfter(deadline: .now() + delay) { [weak self] in
-      guard let self else { return }
-      let (change, old, new) = self.protection.refresh()
-      if change != nil || old != new { self.apply(change, from: old, to: new) }
+      self?.changeState { $0.refresh() }
     }
   }
 }

@@ -7,7 +7,7 @@ import SandboxPolicy
 extension SandboxFilesystem {
   /// Everything `appbox status` shows, as one JSON object.
   public func statusJSON() -> String {
-    let snapshot = protection.snapshot
+    let snapshot = protection.shown
     let refusals = protection.counters.withLock { $0.jsonObject }
     let busyPoll = RequestReading.busyPoll
     let purgeCost = purgeCost.jsonObject

@@ -112,7 +112,7 @@ extension SandboxFilesystem {
 
   /// The read-only values on the mount's root.
   private func rootValue(_ attribute: AppBoxAttribute) -> String {
-    if attribute == .deviceState { return protection.snapshot.state.name }
+    if attribute == .deviceState { return protection.shown.state.name }
     let (ledger, purgeable, purgeableTmp) = storage.books.withLock {
       ($0.ledger, $0.catalog.totalPurgeableBytes, $0.catalog.purgeableBytes(domain: .tmp))
     }

@@ -33,6 +33,9 @@ public final class SandboxFilesystem: FuseFilesystem {
   let domainRoots: [StorageDomain: UInt64]
   /// Set once the mount is up.
   let notifier = Mutex<KernelNotifier?>(nil)
+  /// Held while a lock-state change takes effect (``changeState(_:)``): one at a time.
+  /// Never taken on a request thread; may be held across kernel notifications.
+  let stateChanges = Mutex(())
   /// Registers backing files for passthrough opens (available once the kernel agreed).
   let passthrough = PassthroughFiles()
   /// Files open in passthrough mode now.

@@ -95,6 +95,28 @@ struct ProtectionCacheTests {
     try fixture.unmount()
   }
 
+  /// A reader that checks the device-state attribute, then reads cached class-A pages,
+  /// in a loop while the device locks: once the attribute reads LOCKED, no read succeeds.
+  @Test("no read of cached class-A pages succeeds once the device-state attribute reads LOCKED")
+  func noReadAfterLockedShows() throws {
+    let fixture = try MountFixture(arguments: ["--unlocked", "--grace", "0"])
+    try makeFile(fixture, "Documents/secret", .A, Self.secret)
+    let (fd, opened) = Sys2.open(fixture.path("Documents/secret"), O_RDONLY)
+    try #require(opened == .ok)
+    let root = fixture.mountpoint
+    var late = 0
+    for _ in 0..<100 {
+      for _ in 0..<2 { #expect(Sys2.pread(fd, count: 10_000).1 == Self.secret) }  // cached
+      let reader = LockedReadProbe(fd: fd, root: root)
+      try fixture.control("lock")
+      late += reader.waitForLockedRead()
+      try fixture.control("unlock")
+    }
+    #expect(late == 0, "\(late) reads of class-A content succeeded after the attribute read LOCKED")
+    close(fd)
+    try fixture.unmount()
+  }
+
   @Test("class A: an mmap'd page faults with SIGBUS once LOCKED")
   func mmapFaultsOnLock() throws {
     let fixture = try MountFixture(arguments: ["--unlocked", "--grace", "0"])
@@ -134,9 +156,8 @@ struct ProtectionCacheTests {
     #expect(fixture.deviceState == "GRACE")
     #expect(Sys2.pread(fd, count: 10_000).1 == Self.secret, "readable during GRACE")
     try fixture.waitForState("LOCKED")
-    // The state is published just before the invalidation runs: allow it a moment.
-    let refused = fixture.waitUntil(seconds: 2) { Sys2.pread(fd, count: 10_000).0 == .eperm }
-    #expect(refused, "the old descriptor still reads class-A content after grace ended")
+    // LOCKED shows only once the cached pages are gone.
+    #expect(Sys2.pread(fd, count: 10_000).0 == .eperm, "the old descriptor still reads class-A content after grace ended")
     close(fd)
     try fixture.unmount()
   }
@@ -156,8 +177,7 @@ struct ProtectionCacheTests {
       #expect(Sys2.pread(fd, count: 10_000).1 == Self.secret, "readable while LOCKED before the timeout")
     }
     try fixture.waitForCXExpiry()
-    let refused = fixture.waitUntil(seconds: 2) { Sys2.pread(fd, count: 10_000).0 == .eperm }
-    #expect(refused, "the old descriptor still reads CX content after the timeout")
+    #expect(Sys2.pread(fd, count: 10_000).0 == .eperm, "the old descriptor still reads CX content after the timeout")
     #expect(Sys2.tryOpen(fixture.path("Documents/inactive"), O_RDONLY) == .eperm)
     close(fd)
     try fixture.unmount()
@@ -179,5 +199,33 @@ struct ProtectionCacheTests {
     #expect(Sys2.pread(fd, count: 10_000).1 == Self.secret, "class C: readable while LOCKED")
     close(fd)
     try fixture.unmount()
+  }
+}
+
+/// A thread that reads the mount's device-state attribute and then a class-A file, in a
+/// loop, until the attribute reads LOCKED and a read after it was refused.
+final class LockedReadProbe: @unchecked Sendable {
+  private let done = DispatchSemaphore(value: 0)
+  /// Reads that succeeded after the attribute had read LOCKED.
+  private(set) var lateReads = 0
+
+  init(fd: Int32, root: String) {
+    Thread.detachNewThread { [self] in
+      let deadline = Date().addingTimeInterval(10)
+      while Date() < deadline {
+        let locked = (try? Sys2.getxattr(root, "user.appbox.device-state").get()) == "LOCKED"
+        let outcome = Sys2.pread(fd, count: 4096).0
+        if locked {
+          if outcome == .ok { lateReads += 1 } else { break }
+        }
+      }
+      done.signal()
+    }
+  }
+
+  /// Waits for the loop to end; the reads that got through after LOCKED showed.
+  func waitForLockedRead() -> Int {
+    done.wait()
+    return lateReads
   }
 }
