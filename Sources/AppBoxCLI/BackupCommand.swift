@@ -52,12 +52,7 @@ enum BackupCommand {
       try checkOutside(destination, of: [backing, mount])
     }
     let writer = BackupWriter(backing: backing, bundleID: app, dryRun: dryRun, progress: isatty(2) != 0)
-    let report: BackupReport
-    do throws(BackupWriter.Failure) {
-      report = try writer.run(destination: destination)
-    } catch {
-      throw CLIError(error.code, error.message)
-    }
+    let report = try writer.run(destination: destination)
     print(json ? report.json(dryRun: dryRun) : report.text(dryRun: dryRun))
     if !report.skipped.isEmpty {
       throw CLIError(.failure, "\(report.skipped.count) files kept changing while copied and are not in the backup")

@@ -17,11 +17,6 @@ import SandboxPolicy
 /// opened one component at a time with `O_NOFOLLOW`, so no path in a backup can lead
 /// outside the new directory.
 final class BackupRestorer {
-  /// Why a restore failed; nothing is left at the target.
-  struct Failure: Error {
-    let code: ExitCode
-    let message: String
-  }
 
   /// What was restored.
   struct Summary {
@@ -60,46 +55,46 @@ final class BackupRestorer {
   }
 
   /// The app domains (`AppDomain-…`) of the backup and its database.
-  func open() throws(Failure) -> (ManifestDatabase, [String]) {
+  func open() throws(CLIError) -> (ManifestDatabase, [String]) {
     var isDirectory: ObjCBool = false
     guard FileManager.default.fileExists(atPath: backup, isDirectory: &isDirectory), isDirectory.boolValue else {
-      throw Failure(code: .noInput, message: "\(backup) is not a directory")
+      throw CLIError(.noInput, "\(backup) is not a directory")
     }
     guard let manifest = FileManager.default.contents(atPath: backup + "/Manifest.plist") else {
-      throw Failure(code: .badValue, message: "\(backup) is not an iOS backup: no Manifest.plist")
+      throw CLIError(.badValue, "\(backup) is not an iOS backup: no Manifest.plist")
     }
     let plist = try? PropertyListSerialization.propertyList(from: manifest, options: [], format: nil) as? [String: Any]
     guard let plist else {
-      throw Failure(code: .badValue, message: "\(backup)/Manifest.plist is not a property list (truncated?)")
+      throw CLIError(.badValue, "\(backup)/Manifest.plist is not a property list (truncated?)")
     }
     if plist["IsEncrypted"] as? Bool == true {
-      throw Failure(code: .badValue, message: "\(backup) is encrypted: AppBox restores unencrypted backups only")
+      throw CLIError(.badValue, "\(backup) is encrypted: AppBox restores unencrypted backups only")
     }
     guard FileManager.default.fileExists(atPath: backup + "/Manifest.db") else {
-      throw Failure(code: .badValue, message: "\(backup) is not an iOS backup: no Manifest.db")
+      throw CLIError(.badValue, "\(backup) is not an iOS backup: no Manifest.db")
     }
     do throws(ManifestDatabase.Failure) {
       let database = try ManifestDatabase(path: backup + "/Manifest.db", create: false)
       return (database, try database.domains().filter { BackupRules.bundleID(ofDomain: $0) != nil })
     } catch {
-      throw Failure(code: .badValue, message: "\(backup)/Manifest.db: \(error)")
+      throw CLIError(.badValue, "\(backup)/Manifest.db: \(error)")
     }
   }
 
   /// Restores `domain` of `database` into `target`, which must not exist or be empty.
-  func restore(_ database: ManifestDatabase, domain: String, into target: String) throws(Failure) -> Summary {
+  func restore(_ database: ManifestDatabase, domain: String, into target: String) throws(CLIError) -> Summary {
     if let entries = try? FileManager.default.contentsOfDirectory(atPath: target), !entries.isEmpty {
-      throw Failure(code: .noInput, message: "\(target) is not empty: restore into a new or empty directory")
+      throw CLIError(.noInput, "\(target) is not empty: restore into a new or empty directory")
     }
     var isDirectory: ObjCBool = false
     if FileManager.default.fileExists(atPath: target, isDirectory: &isDirectory), !isDirectory.boolValue {
-      throw Failure(code: .noInput, message: "\(target) is not a directory")
+      throw CLIError(.noInput, "\(target) is not a directory")
     }
     let rows: [ManifestDatabase.Row]
     do throws(ManifestDatabase.Failure) {
       rows = try database.rows(domain: domain)
     } catch {
-      throw Failure(code: .badValue, message: "\(backup)/Manifest.db: \(error)")
+      throw CLIError(.badValue, "\(backup)/Manifest.db: \(error)")
     }
     let parent = (target as NSString).deletingLastPathComponent
     let staging =
@@ -108,15 +103,15 @@ final class BackupRestorer {
       try Sys.mkdirat(AT_FDCWD, staging, 0o755)
       rootFD = try Sys.openat(AT_FDCWD, staging, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
     } catch {
-      throw Failure(code: .noInput, message: "cannot create \(staging): \(error)")
+      throw CLIError(.noInput, "cannot create \(staging): \(error)")
     }
     defer { progress.finish() }
-    do throws(Failure) {
+    do throws(CLIError) {
       try makeLayout()
       try restoreRows(rows)
       try closeDirectories(keeping: 0)
       guard rename(staging, target) == 0 else {
-        throw Failure(code: .osError, message: "cannot rename \(staging) to \(target): \(Errno.current)")
+        throw CLIError(.osError, "cannot rename \(staging) to \(target): \(Errno.current)")
       }
     } catch {
       try? FileManager.default.removeItem(atPath: staging)
@@ -127,7 +122,7 @@ final class BackupRestorer {
 
   // MARK: - Rows
 
-  private func restoreRows(_ rows: [ManifestDatabase.Row]) throws(Failure) {
+  private func restoreRows(_ rows: [ManifestDatabase.Row]) throws(CLIError) {
     var entries: [(components: [[UInt8]], row: ManifestDatabase.Row)] = []
     for row in rows {
       if row.relativePath.isEmpty { continue }  // the domain's own directory
@@ -136,8 +131,8 @@ final class BackupRestorer {
       guard !row.relativePath.contains(0),
         components.allSatisfy({ !$0.isEmpty && $0 != [0x2E] && $0 != [0x2E, 0x2E] })
       else {
-        throw Failure(
-          code: .badValue, message: "bad backup: the path \(Self.text(row.relativePath)) is not a relative path")
+        throw CLIError(
+          .badValue, "bad backup: the path \(Self.text(row.relativePath)) is not a relative path")
       }
       guard BackupRules.restorableComponents(row.relativePath) != nil else {
         summary.skipped += 1
@@ -153,7 +148,7 @@ final class BackupRestorer {
       do throws(BackupFileRecord.ReadError) {
         record = try BackupFileRecord.unarchive(row.file, relativePath: row.relativePath, flags: row.flags)
       } catch {
-        throw Failure(code: .badValue, message: "bad backup: \(Self.text(row.relativePath)): \(error)")
+        throw CLIError(.badValue, "bad backup: \(Self.text(row.relativePath)): \(error)")
       }
       if BackupRules.exclusion(record.extendedAttributes) != nil {
         summary.excluded += 1
@@ -165,7 +160,7 @@ final class BackupRestorer {
     }
   }
 
-  private func restore(_ record: BackupFileRecord, components: [[UInt8]], fileID: String) throws(Failure) {
+  private func restore(_ record: BackupFileRecord, components: [[UInt8]], fileID: String) throws(CLIError) {
     let parentFD = try openParent(of: components)
     let name = (components[components.count - 1] + [0]).map { CChar(bitPattern: $0) }
     do {
@@ -180,8 +175,8 @@ final class BackupRestorer {
         summary.directories += 1
       case .symlink:
         guard let target = record.target else {
-          throw Failure(
-            code: .badValue, message: "bad backup: the symlink \(Self.text(record.relativePath)) has no Target")
+          throw CLIError(
+            .badValue, "bad backup: the symlink \(Self.text(record.relativePath)) has no Target")
         }
         try Sys.symlinkat((target + [0]).map { CChar(bitPattern: $0) }, parentFD, name)
         let fd = try Sys.openat(parentFD, name, Linux.openPath | O_NOFOLLOW | O_CLOEXEC)
@@ -192,16 +187,16 @@ final class BackupRestorer {
       case .file:
         try restoreFile(record, components: components, parentFD: parentFD, name: name, fileID: fileID)
       }
-    } catch let error as Failure {
+    } catch let error as CLIError {
       throw error
     } catch {
-      throw Failure(code: .osError, message: "cannot restore \(Self.text(record.relativePath)): \(error)")
+      throw CLIError(.osError, "cannot restore \(Self.text(record.relativePath)): \(error)")
     }
   }
 
   private func restoreFile(
     _ record: BackupFileRecord, components: [[UInt8]], parentFD: Int32, name: [CChar], fileID: String
-  ) throws(Failure) {
+  ) throws(CLIError) {
     summary.files += 1
     summary.bytes += record.size
     if record.inode != 0, let first = restoredInodes[record.inode], first.size == record.size {
@@ -211,30 +206,28 @@ final class BackupRestorer {
         try Sys.link(existing, parentFD, name)
         return
       } catch {
-        throw Failure(code: .osError, message: "cannot link \(Self.text(record.relativePath)): \(error)")
+        throw CLIError(.osError, "cannot link \(Self.text(record.relativePath)): \(error)")
       }
     }
     guard fileID.count == 40, fileID.utf8.allSatisfy({ $0.isHexDigit }) else {
-      throw Failure(code: .badValue, message: "bad backup: \(Self.text(record.relativePath)) has the file id \(fileID)")
+      throw CLIError(.badValue, "bad backup: \(Self.text(record.relativePath)) has the file id \(fileID)")
     }
     let source: Int32
     do throws(Errno) {
       source = try Sys.openat(
         AT_FDCWD, backup + "/" + BackupRules.contentPath(fileID: fileID), O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
     } catch {
-      throw Failure(
-        code: .badValue,
-        message:
-          "bad or truncated backup: the bytes of \(Self.text(record.relativePath)) (\(fileID)) are missing: \(error)")
+      throw CLIError(
+        .badValue,
+        "bad or truncated backup: the bytes of \(Self.text(record.relativePath)) (\(fileID)) are missing: \(error)")
     }
     defer { Sys.close(source) }
     do {
       let size = Int64(try Sys.fstat(source).st_size)
       guard size == record.size else {
-        throw Failure(
-          code: .badValue,
-          message:
-            "bad or truncated backup: \(Self.text(record.relativePath)) (\(fileID)) holds \(size) bytes, the manifest says \(record.size)"
+        throw CLIError(
+          .badValue,
+          "bad or truncated backup: \(Self.text(record.relativePath)) (\(fileID)) holds \(size) bytes, the manifest says \(record.size)"
         )
       }
       let out = try Sys.openat(parentFD, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
@@ -243,16 +236,16 @@ final class BackupRestorer {
       while done < size {
         let moved = try Sys.copyFileRange(source, off_t(done), out, off_t(done), Int(min(size - done, 1 << 30)), 0)
         guard moved > 0 else {
-          throw Failure(code: .badValue, message: "bad backup: \(Self.text(record.relativePath)) ended early")
+          throw CLIError(.badValue, "bad backup: \(Self.text(record.relativePath)) ended early")
         }
         done += Int64(moved)
       }
       try setAttributes(out, record)
       if record.inode != 0 { restoredInodes[record.inode] = (components, size) }
-    } catch let error as Failure {
+    } catch let error as CLIError {
       throw error
     } catch {
-      throw Failure(code: .osError, message: "cannot restore \(Self.text(record.relativePath)): \(error)")
+      throw CLIError(.osError, "cannot restore \(Self.text(record.relativePath)): \(error)")
     }
   }
 
@@ -282,7 +275,7 @@ final class BackupRestorer {
 
   /// The parent directory of `components`, opened (and made when the backup has no row
   /// for it) component by component without following symlinks.
-  private func openParent(of components: [[UInt8]]) throws(Failure) -> Int32 {
+  private func openParent(of components: [[UInt8]]) throws(CLIError) -> Int32 {
     let parent = components.dropLast()
     var common = 0
     while common < stack.count, common < parent.count, stack[common].name == parent[parent.startIndex + common] {
@@ -297,10 +290,9 @@ final class BackupRestorer {
         let fd = try Sys.openat(at, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
         stack.append((component, fd, nil))
       } catch {
-        throw Failure(
-          code: .badValue,
-          message:
-            "bad backup: cannot make the directory \(Self.text(Array(components.joined(separator: [0x2F])))): \(error)"
+        throw CLIError(
+          .badValue,
+          "bad backup: cannot make the directory \(Self.text(Array(components.joined(separator: [0x2F])))): \(error)"
         )
       }
     }
@@ -309,7 +301,7 @@ final class BackupRestorer {
 
   /// Closes open directories down to `count`, giving each its recorded mode and times
   /// once its contents are complete.
-  private func closeDirectories(keeping count: Int) throws(Failure) {
+  private func closeDirectories(keeping count: Int) throws(CLIError) {
     while stack.count > count {
       let entry = stack.removeLast()
       defer { Sys.close(entry.fd) }
@@ -319,8 +311,8 @@ final class BackupRestorer {
           try Sys.fchmod(entry.fd, mode_t(record.mode & 0o7777))
           try Sys.futimens(entry.fd, (time, time))
         } catch {
-          throw Failure(
-            code: .osError, message: "cannot set the mode and times of \(Self.text(record.relativePath)): \(error)")
+          throw CLIError(
+            .osError, "cannot set the mode and times of \(Self.text(record.relativePath)): \(error)")
         }
       }
     }
@@ -356,7 +348,7 @@ final class BackupRestorer {
   }
 
   /// The sandbox's fixed directories (Caches and tmp empty) and its default class.
-  private func makeLayout() throws(Failure) {
+  private func makeLayout() throws(CLIError) {
     do throws(Errno) {
       for path in [
         "Documents", "Library", "Library/Application Support", "Library/Preferences", "Library/Caches", "tmp",
@@ -366,7 +358,7 @@ final class BackupRestorer {
       try Xattr.set(
         rootFD, name: DefaultProtection.attributeName, value: Array(ProtectionClass.containerDefault.name.utf8))
     } catch {
-      throw Failure(code: .osError, message: "cannot make the sandbox's directories: \(error)")
+      throw CLIError(.osError, "cannot make the sandbox's directories: \(error)")
     }
   }
 

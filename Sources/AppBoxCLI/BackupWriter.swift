@@ -17,11 +17,6 @@ import SandboxPolicy
 /// daemon writes every change straight to the backing files (there is no write-back
 /// cache), so what is read there is what programs on the mount see.
 final class BackupWriter {
-  /// Why a backup failed; nothing is left at the destination.
-  struct Failure: Error {
-    let code: ExitCode
-    let message: String
-  }
 
   private let backing: String
   private let bundleID: String
@@ -61,31 +56,31 @@ final class BackupWriter {
 
   /// Walks the sandbox and, unless a dry run, writes the backup into `destination` (made
   /// in a temporary directory beside it, renamed into place when complete).
-  func run(destination: String?) throws(Failure) -> BackupReport {
+  func run(destination: String?) throws(CLIError) -> BackupReport {
     let rootFD: Int32
     do throws(Errno) {
       rootFD = try Sys.openat(AT_FDCWD, backing, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
     } catch {
-      throw Failure(code: .noInput, message: "cannot open the backing directory \(backing): \(error)")
+      throw CLIError(.noInput, "cannot open the backing directory \(backing): \(error)")
     }
     defer { Sys.close(rootFD) }
     do throws(Errno) {
       rootDefault = try DefaultProtection.recorded(rootFD: rootFD) ?? .containerDefault
     } catch {
-      throw Failure(code: .osError, message: "cannot read \(backing)'s default class: \(error)")
+      throw CLIError(.osError, "cannot read \(backing)'s default class: \(error)")
     }
     var staging: String?
     if let destination {
       staging = try prepare(destination)
     }
-    do throws(Failure) {
+    do throws(CLIError) {
       try walk(rootFD, components: [])
       progress.finish()
       if let staging, let destination {
         try finishDatabase()
         try writePlists(into: staging)
         guard rename(staging, destination) == 0 else {
-          throw Failure(code: .osError, message: "cannot rename \(staging) to \(destination): \(Errno.current)")
+          throw CLIError(.osError, "cannot rename \(staging) to \(destination): \(Errno.current)")
         }
       }
     } catch {
@@ -100,13 +95,13 @@ final class BackupWriter {
 
   /// Checks that `destination` is new or an empty directory and makes the staging
   /// directory beside it.
-  private func prepare(_ destination: String) throws(Failure) -> String {
+  private func prepare(_ destination: String) throws(CLIError) -> String {
     if let entries = try? FileManager.default.contentsOfDirectory(atPath: destination), !entries.isEmpty {
-      throw Failure(code: .noInput, message: "\(destination) is not empty: back up into a new or empty directory")
+      throw CLIError(.noInput, "\(destination) is not empty: back up into a new or empty directory")
     }
     var isDirectory: ObjCBool = false
     if FileManager.default.fileExists(atPath: destination, isDirectory: &isDirectory), !isDirectory.boolValue {
-      throw Failure(code: .noInput, message: "\(destination) is not a directory")
+      throw CLIError(.noInput, "\(destination) is not a directory")
     }
     let parent = (destination as NSString).deletingLastPathComponent
     let staging =
@@ -115,29 +110,29 @@ final class BackupWriter {
       try Sys.mkdirat(AT_FDCWD, staging, 0o755)
       outFD = try Sys.openat(AT_FDCWD, staging, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
     } catch {
-      throw Failure(code: .noInput, message: "cannot create \(staging): \(error)")
+      throw CLIError(.noInput, "cannot create \(staging): \(error)")
     }
     do throws(ManifestDatabase.Failure) {
       database = try ManifestDatabase(path: staging + "/Manifest.db", create: true)
     } catch {
       try? FileManager.default.removeItem(atPath: staging)
-      throw Failure(code: .osError, message: error.description)
+      throw CLIError(.osError, error.description)
     }
     return staging
   }
 
-  private func finishDatabase() throws(Failure) {
+  private func finishDatabase() throws(CLIError) {
     do throws(ManifestDatabase.Failure) {
       try database?.commit()
       database = nil
     } catch {
-      throw Failure(code: .osError, message: error.description)
+      throw CLIError(.osError, error.description)
     }
   }
 
   // MARK: - Walk
 
-  private func walk(_ directoryFD: Int32, components: [[UInt8]]) throws(Failure) {
+  private func walk(_ directoryFD: Int32, components: [[UInt8]]) throws(CLIError) {
     let stream: DirectoryStream
     do throws(Errno) {
       stream = try DirectoryStream(fd: try Sys.openat(directoryFD, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC))
@@ -169,7 +164,7 @@ final class BackupWriter {
   }
 
   /// Files and bytes below (or of) an entry that is not backed up.
-  private func measure(_ directoryFD: Int32, _ name: [CChar], _ path: [[UInt8]]) throws(Failure) -> (Int, Int64) {
+  private func measure(_ directoryFD: Int32, _ name: [CChar], _ path: [[UInt8]]) throws(CLIError) -> (Int, Int64) {
     let st: stat
     do throws(Errno) {
       st = try Sys.fstatat(directoryFD, name, AT_SYMLINK_NOFOLLOW)
@@ -208,7 +203,7 @@ final class BackupWriter {
   }
 
   /// Backs up (or counts) one item of the backed-up scope, and a directory's subtree.
-  private func item(_ directoryFD: Int32, _ name: [CChar], _ path: [[UInt8]]) throws(Failure) {
+  private func item(_ directoryFD: Int32, _ name: [CChar], _ path: [[UInt8]]) throws(CLIError) {
     let st: stat
     do throws(Errno) {
       st = try Sys.fstatat(directoryFD, name, AT_SYMLINK_NOFOLLOW)
@@ -270,7 +265,7 @@ final class BackupWriter {
         try database.insert(
           fileID: fileID, domain: domain, relativePath: relativePath, flags: kind.rawValue, file: record.archive())
       } catch {
-        throw Failure(code: .osError, message: error.description)
+        throw CLIError(.osError, error.description)
       }
     }
     if kind == .directory {
@@ -281,7 +276,7 @@ final class BackupWriter {
   /// An item's attributes as programs on the mount see them (Apple's names mapped back;
   /// AppBox's own and the kernel's `security.`, `system.` and `trusted.` ones left out),
   /// and its Data Protection class.
-  private func readAttributes(_ fd: Int32, _ path: [[UInt8]], isSymlink: Bool) throws(Failure) -> (
+  private func readAttributes(_ fd: Int32, _ path: [[UInt8]], isSymlink: Bool) throws(CLIError) -> (
     [(name: [UInt8], value: [UInt8])], ProtectionClass
   ) {
     let names: [[UInt8]]
@@ -328,7 +323,7 @@ final class BackupWriter {
   /// meanwhile (size or times moved). Returns the status the copy matches, or nil when
   /// the file kept changing and its copy could not be verified (then it is left out and
   /// reported).
-  private func copy(_ fd: Int32, _ initial: stat, fileID: String, path: [[UInt8]]) throws(Failure) -> stat? {
+  private func copy(_ fd: Int32, _ initial: stat, fileID: String, path: [[UInt8]]) throws(CLIError) -> stat? {
     let key = InodeKey(device: UInt64(initial.st_dev), inode: UInt64(initial.st_ino))
     let bucket = try bucketFD(String(fileID.prefix(2)))
     if initial.st_nlink > 1, let first = linkCopies[key] {
@@ -371,8 +366,9 @@ final class BackupWriter {
       // Still changing (a writer appending, say): keep the last copy if the file only
       // grew and the copy's bytes are still its first bytes, i.e. the file as it was
       // when that copy began.
-      if var (status, copied) = lastCopy, try prefixMatches(fd, out, count: copied) {
+      if let (before, copied) = lastCopy, try prefixMatches(fd, out, count: copied) {
         report.grown.append(BackupReportPath.join(path))
+        var status = before
         status.st_size = off_t(copied)
         return status
       }
@@ -452,7 +448,7 @@ final class BackupWriter {
     return true
   }
 
-  private func bucketFD(_ name: String) throws(Failure) -> Int32 {
+  private func bucketFD(_ name: String) throws(CLIError) -> Int32 {
     if let fd = buckets[name] { return fd }
     do throws(Errno) {
       do throws(Errno) {
@@ -462,18 +458,18 @@ final class BackupWriter {
       buckets[name] = fd
       return fd
     } catch {
-      throw Failure(code: .osError, message: "cannot create \(name) in the backup: \(error)")
+      throw CLIError(.osError, "cannot create \(name) in the backup: \(error)")
     }
   }
 
-  private func failure(_ what: String, _ path: [[UInt8]], _ error: Errno) -> Failure {
+  private func failure(_ what: String, _ path: [[UInt8]], _ error: Errno) -> CLIError {
     let name = String(decoding: BackupReportPath.join(path), as: UTF8.self)
-    return Failure(code: .osError, message: "\(what) \(name.isEmpty ? backing : name): \(error)")
+    return CLIError(.osError, "\(what) \(name.isEmpty ? backing : name): \(error)")
   }
 
   // MARK: - Plists
 
-  private func writePlists(into staging: String) throws(Failure) {
+  private func writePlists(into staging: String) throws(CLIError) {
     let now = Date()
     let identifier = SHA1.hexDigest(Array("AppBox-\(backing)".utf8))
     let name = "AppBox"
@@ -507,7 +503,7 @@ final class BackupWriter {
         let data = try PropertyListSerialization.data(fromPropertyList: plist, format: format, options: 0)
         try data.write(to: URL(fileURLWithPath: staging + "/" + file))
       } catch {
-        throw Failure(code: .osError, message: "cannot write \(file): \(error)")
+        throw CLIError(.osError, "cannot write \(file): \(error)")
       }
     }
   }

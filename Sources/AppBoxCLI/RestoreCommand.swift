@@ -36,36 +36,32 @@ enum RestoreCommand {
     guard positional.count == 1 else { throw CLIError(.usage, "give one BACKUP directory\n\(usage)") }
     guard let target, !target.isEmpty else { throw CLIError(.usage, "say where: --backing DIR\n\(usage)") }
     let restorer = BackupRestorer(backup: positional[0], progress: isatty(2) != 0)
-    do throws(BackupRestorer.Failure) {
-      let (database, domains) = try restorer.open()
-      let domain: String
-      let listed = domains.compactMap(BackupRules.bundleID(ofDomain:)).joined(separator: ", ")
-      if let bundleID {
-        guard domains.contains(BackupRules.domain(bundleID: bundleID)) else {
-          throw BackupRestorer.Failure(
-            code: .badValue,
-            message: "the backup holds no app \(bundleID); it holds: \(listed.isEmpty ? "none" : listed)")
-        }
-        domain = BackupRules.domain(bundleID: bundleID)
-      } else {
-        guard domains.count == 1 else {
-          throw BackupRestorer.Failure(
-            code: domains.isEmpty ? .badValue : .usage,
-            message: domains.isEmpty
-              ? "the backup holds no app (no AppDomain-… rows)"
-              : "the backup holds several apps; pick one with --bundle-id: \(listed)")
-        }
-        domain = domains[0]
+    let (database, domains) = try restorer.open()
+    let domain: String
+    let listed = domains.compactMap(BackupRules.bundleID(ofDomain:)).joined(separator: ", ")
+    if let bundleID {
+      guard domains.contains(BackupRules.domain(bundleID: bundleID)) else {
+        throw CLIError(
+          .badValue,
+          "the backup holds no app \(bundleID); it holds: \(listed.isEmpty ? "none" : listed)")
       }
-      let summary = try restorer.restore(database, domain: domain, into: target)
-      print(
-        "restored \(BackupRules.bundleID(ofDomain: domain) ?? domain): \(summary.files) files (\(ByteCount(summary.bytes).formatted)), "
-          + "\(summary.directories) directories, \(summary.symlinks) symlinks into \(target)"
-          + (summary.skipped + summary.excluded > 0
-            ? "; left out \(summary.skipped) items outside Documents and Library, \(summary.excluded) excluded" : ""))
-      return .success
-    } catch {
-      throw CLIError(error.code, error.message)
+      domain = BackupRules.domain(bundleID: bundleID)
+    } else {
+      guard domains.count == 1 else {
+        throw CLIError(
+          domains.isEmpty ? .badValue : .usage,
+          domains.isEmpty
+            ? "the backup holds no app (no AppDomain-… rows)"
+            : "the backup holds several apps; pick one with --bundle-id: \(listed)")
+      }
+      domain = domains[0]
     }
+    let summary = try restorer.restore(database, domain: domain, into: target)
+    print(
+      "restored \(BackupRules.bundleID(ofDomain: domain) ?? domain): \(summary.files) files (\(ByteCount(summary.bytes).formatted)), "
+        + "\(summary.directories) directories, \(summary.symlinks) symlinks into \(target)"
+        + (summary.skipped + summary.excluded > 0
+          ? "; left out \(summary.skipped) items outside Documents and Library, \(summary.excluded) excluded" : ""))
+    return .success
   }
 }
