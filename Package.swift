@@ -34,9 +34,7 @@ let package = Package(
     .target(name: "FilesystemInterface", dependencies: ["Posix"]),
     .target(name: "FuseBridge", dependencies: ["CFuse", "CFuseDevice", "FilesystemInterface", "Posix"]),
     .target(name: "AppBoxFS", dependencies: ["FilesystemInterface", "Posix", "SandboxPolicy"]),
-    .target(
-      name: "AppBoxCLI",
-      dependencies: ["AppBoxFS", "CSQLite", "FilesystemInterface", "FuseBridge", "Posix", "SandboxPolicy"]),
+    .target(name: "AppBoxCLI", dependencies: ["AppBoxFS", "CSQLite", "FuseBridge", "Posix", "SandboxPolicy"]),
     .executableTarget(name: "appbox", dependencies: ["AppBoxCLI"]),
     // AppBoxKit: Apple's storage calls for programs' own Swift code, backed by the mount.
     // PlainFoundation reaches Foundation's members that AppBoxKit declares again.
@@ -50,6 +48,9 @@ let package = Package(
     .testTarget(
       name: "MountTests", dependencies: ["appbox", "appbox-storage-example", "CPosixShim", "Posix", "SandboxPolicy"]),
     .testTarget(name: "FuseDeviceTests", dependencies: ["CFuseDevice"]),
+    // The filesystem driven through its protocol in memory: no kernel, no /dev/fuse.
+    .testTarget(name: "AppBoxFSTests", dependencies: ["AppBoxFS", "FilesystemInterface", "Posix", "SandboxPolicy"]),
+    .testTarget(name: "AppBoxCLITests", dependencies: ["AppBoxCLI", "AppBoxFS", "FilesystemInterface", "Posix"]),
     .testTarget(name: "AppBoxKitTests", dependencies: ["AppBoxKit", "Posix", "appbox"]),
   ]
 )

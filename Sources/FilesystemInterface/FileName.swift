@@ -29,6 +29,7 @@ public struct FileName: RandomAccessCollection {
 
   /// Runs `body` with a name viewing `bytes` (which must not contain a NUL): how a driver
   /// that holds names as arrays passes them.
+  @discardableResult
   public static func withBytes<R, E: Error>(_ bytes: [UInt8], _ body: (FileName) throws(E) -> R) throws(E) -> R {
     let terminated = bytes + [0]
     return try terminated.withUnsafeBufferPointer { (buffer) throws(E) -> R in
