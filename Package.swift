@@ -1,7 +1,10 @@
 // swift-tools-version: 6.0
 import PackageDescription
 
-// Layers point one way: appbox → AppBoxCLI → AppBoxFS → (FuseBridge, Posix, SandboxPolicy).
+// Layers point one way: appbox → AppBoxCLI → (AppBoxFS, FuseBridge); AppBoxFS →
+// (FilesystemInterface, Posix, SandboxPolicy); FuseBridge → (FilesystemInterface, CFuse…).
+// FilesystemInterface holds the filesystem protocol and its value types, free of FUSE
+// types: AppBoxFS implements it, FuseBridge drives it on a mount, AppBoxFSTests in memory.
 // Only FuseBridge imports libfuse: CFuse (the shim header) and CFuseDevice (the session's
 // device I/O, in C). Only Posix makes the filesystem's syscalls (through CPosixShim for what
 // Glibc's module does not export). SandboxPolicy is pure Swift. AppBoxKit is a client
@@ -28,8 +31,9 @@ let package = Package(
     .target(name: "CPosixShim"),
     .target(name: "Posix", dependencies: ["CPosixShim"]),
     .target(name: "SandboxPolicy"),
-    .target(name: "FuseBridge", dependencies: ["CFuse", "CFuseDevice", "Posix"]),
-    .target(name: "AppBoxFS", dependencies: ["FuseBridge", "Posix", "SandboxPolicy"]),
+    .target(name: "FilesystemInterface", dependencies: ["Posix"]),
+    .target(name: "FuseBridge", dependencies: ["CFuse", "CFuseDevice", "FilesystemInterface", "Posix"]),
+    .target(name: "AppBoxFS", dependencies: ["FilesystemInterface", "Posix", "SandboxPolicy"]),
     .target(name: "AppBoxCLI", dependencies: ["AppBoxFS", "CSQLite", "FuseBridge", "Posix", "SandboxPolicy"]),
     .executableTarget(name: "appbox", dependencies: ["AppBoxCLI"]),
     // AppBoxKit: Apple's storage calls for programs' own Swift code, backed by the mount.
@@ -44,6 +48,9 @@ let package = Package(
     .testTarget(
       name: "MountTests", dependencies: ["appbox", "appbox-storage-example", "CPosixShim", "Posix", "SandboxPolicy"]),
     .testTarget(name: "FuseDeviceTests", dependencies: ["CFuseDevice"]),
+    // The filesystem driven through its protocol in memory: no kernel, no /dev/fuse.
+    .testTarget(name: "AppBoxFSTests", dependencies: ["AppBoxFS", "FilesystemInterface", "Posix", "SandboxPolicy"]),
+    .testTarget(name: "AppBoxCLITests", dependencies: ["AppBoxCLI", "AppBoxFS", "FilesystemInterface", "Posix"]),
     .testTarget(name: "AppBoxKitTests", dependencies: ["AppBoxKit", "Posix", "appbox"]),
   ]
 )

@@ -27,6 +27,12 @@ final class ControlServer: Sendable {
   static let timeoutMilliseconds = 5_000
   /// The longest request line.
   static let maximumRequestBytes = 4096
+  /// Seconds the accept loop waits after a failed accept, doubled after each further
+  /// failure in a row up to ``maximumBackOff``.
+  static let minimumBackOff = 0.05
+  /// The longest wait between failed accepts: how late the server may answer once the
+  /// descriptors are back.
+  static let maximumBackOff = 0.8
 
   init(path: String, filesystem: SandboxFilesystem) throws(Errno) {
     listener = try UnixSocket.listen(at: path)
@@ -36,14 +42,18 @@ final class ControlServer: Sendable {
   /// Accepts connections on a thread of its own until the process ends.
   func start() {
     let thread = Thread { [self] in
+      var backOff = Self.minimumBackOff
       while true {
         let connection: Int32
         do { connection = try UnixSocket.accept(listener) } catch {
-          // Out of descriptors or memory: give the served connections time to end
-          // instead of spinning on the pending one.
-          Clock.sleep(seconds: 0.05)
+          // Out of descriptors or memory (EMFILE, ENFILE, ENOBUFS, ENOMEM): the pending
+          // connection stays pending, so accepting again at once would spin. Give the
+          // served connections time to end, longer after each failure in a row.
+          Clock.sleep(seconds: backOff)
+          backOff = min(backOff * 2, Self.maximumBackOff)
           continue
         }
+        backOff = Self.minimumBackOff
         let admitted = active.withLock { count in
           guard count < Self.maximumConnections else { return false }
           count += 1

@@ -36,7 +36,7 @@ struct Daemon {
   /// Sets up the filesystem and the session, and mounts.
   private func start(_ configuration: FuseConfiguration) throws(CLIError) -> FuseSession {
     // Modes are created as given: a request's umask is set on its worker thread alone
-    // (RequestContext.asCreator).
+    // (Caller.asCreator).
     Sys.umask(0)
     ResourceLimits.raiseOpenFiles()
     let backing = request.backing!
@@ -47,7 +47,8 @@ struct Daemon {
     do {
       var options = request.sandbox
       options.eventsPath = files.events
-      filesystem = try SandboxFilesystem(backingDirectory: backing, configuration: configuration, options: options)
+      filesystem = try SandboxFilesystem(
+        backingDirectory: backing, configuration: configuration.timeouts, options: options, driver: FuseDriver())
     } catch {
       throw CLIError(
         .noInput,

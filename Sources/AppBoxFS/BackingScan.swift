@@ -1,3 +1,4 @@
+import FilesystemInterface
 import Posix
 import SandboxPolicy
 
@@ -57,7 +58,7 @@ struct BackingScan {
         continue
       }
       let type = st.st_mode & S_IFMT
-      let fixed = type == S_IFDIR ? SandboxLayout.fixedDirectory(named: CName(item.name), in: level.layout) : nil
+      let fixed = type == S_IFDIR ? SandboxLayout.fixedDirectory(named: FileName(item.name), in: level.layout) : nil
       let domain = fixed?.domain ?? level.domain
       let bytes = Int64(st.st_blocks) * 512
       if type != S_IFDIR && st.st_nlink > 1 {
@@ -70,7 +71,7 @@ struct BackingScan {
           if fixed != nil {
             catalogParent = .root(domain)
           } else if let parent = level.catalogParent {
-            catalog.registerDirectory(ino: UInt64(st.st_ino), parent: parent, name: CName(item.name).bytes)
+            catalog.registerDirectory(ino: UInt64(st.st_ino), parent: parent, name: FileName(item.name).bytes)
             catalogParent = .directory(UInt64(st.st_ino))
           }
         }
@@ -87,7 +88,7 @@ struct BackingScan {
           }.flatMap { try? PurgeUrgency.parse(attributeValue: $0) } ?? PurgeUrgency.none
         let lastUse = max(st.st_atim.tv_sec, st.st_mtim.tv_sec)
         catalog.addFile(
-          ino: UInt64(st.st_ino), parent: parent, name: CName(item.name).bytes, bytes: bytes, urgency: urgency,
+          ino: UInt64(st.st_ino), parent: parent, name: FileName(item.name).bytes, bytes: bytes, urgency: urgency,
           lastUse: UInt32(clamping: lastUse))
       }
     }

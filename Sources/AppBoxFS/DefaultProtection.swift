@@ -1,3 +1,4 @@
+import FilesystemInterface
 import Posix
 import SandboxPolicy
 
@@ -65,7 +66,7 @@ public enum DefaultProtection {
       defer { Sys.close(fd) }
       let type = try Sys.fstat(fd).st_mode & S_IFMT
       guard type == S_IFREG || type == S_IFDIR else { continue }
-      let fixed = type == S_IFDIR ? SandboxLayout.fixedDirectory(named: CName(item.name), in: layout) : nil
+      let fixed = type == S_IFDIR ? SandboxLayout.fixedDirectory(named: FileName(item.name), in: layout) : nil
       if fixed == nil, try !hasClass(fd) {
         try Xattr.set(fd, name: AppBoxAttribute.inheritedProtectionName, value: value)
         stamped += 1

@@ -1,4 +1,4 @@
-import FuseBridge
+import FilesystemInterface
 import Posix
 import SandboxPolicy
 import Synchronization

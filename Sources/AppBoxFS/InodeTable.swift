@@ -1,4 +1,4 @@
-import FuseBridge
+import FilesystemInterface
 import Posix
 import SandboxPolicy
 import Synchronization
@@ -80,7 +80,7 @@ final class InodeTable: Sendable {
   /// of `fd` (closed when an inode for the same backing inode already exists).
   func remember(
     fd: Int32, attributes: stat, fixed: SandboxLayout.FixedDirectory?, domain: StorageDomain, parent: NodeID,
-    name: CName
+    name: FileName
   ) -> Inode {
     let key = BackingKey(attributes)
     if key == root.key {

@@ -1,3 +1,4 @@
+import FilesystemInterface
 import Posix
 import SandboxPolicy
 import Synchronization
@@ -67,9 +68,9 @@ extension SandboxFilesystem {
   /// was purged recently: an event and a counter.
   /// - Returns: whether it was a purged name.
   @discardableResult
-  func notePurgeCost(_ kind: PurgeCostEvent.Kind, _ name: UnsafePointer<CChar>, in directory: Inode) -> Bool {
+  func notePurgeCost(_ kind: PurgeCostEvent.Kind, _ name: FileName, in directory: Inode) -> Bool {
     guard !purgeCost.isEmpty else { return false }
-    let key = PurgedNames.Key(directory: directory.key.inode, name: CName(name).bytes)
+    let key = PurgedNames.Key(directory: directory.key.inode, name: name.bytes)
     guard let record = purgeCost.note(kind, key) else { return false }
     let now = Clock.unix()
     events.record(

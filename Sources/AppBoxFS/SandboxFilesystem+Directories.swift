@@ -1,4 +1,4 @@
-import FuseBridge
+import FilesystemInterface
 import Posix
 import SandboxPolicy
 import Synchronization
@@ -22,7 +22,7 @@ final class DirectoryHandle: @unchecked Sendable {
 
 extension SandboxFilesystem {
   /// `opendir`.
-  public func opendir(_ ctx: RequestContext, node: NodeID, flags: Int32) throws(Errno) -> OpenedFile {
+  public func opendir(_ ctx: Caller, node: NodeID, flags: Int32) throws(Errno) -> OpenedFile {
     let directory = inodes.inode(node)
     let fd = try withDescriptors { () throws(Errno) -> Int32 in
       try Sys.reopen(directory.fd, flags: O_RDONLY | O_DIRECTORY | O_CLOEXEC | accessTimeFlag)
@@ -32,16 +32,19 @@ extension SandboxFilesystem {
     let handle = Unmanaged.passRetained(DirectoryHandle(stream: stream))
     // The kernel may keep listings: every change of a directory goes through the mount
     // (which invalidates them), purges included (their entry invalidations do).
-    return OpenedFile(handle: UInt64(UInt(bitPattern: handle.toOpaque())), keepCache: true, cacheDirectory: true)
+    return OpenedFile(
+      handle: FileHandle(rawValue: UInt64(UInt(bitPattern: handle.toOpaque()))), keepCache: true, cacheDirectory: true)
   }
 
-  private func directoryHandle(_ handle: UInt64) -> DirectoryHandle {
-    Unmanaged<DirectoryHandle>.fromOpaque(UnsafeRawPointer(bitPattern: UInt(handle))!).takeUnretainedValue()
+  private func directoryHandle(_ handle: FileHandle) -> DirectoryHandle {
+    Unmanaged<DirectoryHandle>.fromOpaque(UnsafeRawPointer(bitPattern: UInt(handle.rawValue))!).takeUnretainedValue()
   }
 
   /// `readdir` and `readdirplus`. In plus mode each entry but `.` and `..` holds one
   /// lookup, given back when it does not fit.
-  public func readdir(_ ctx: RequestContext, node: NodeID, handle: UInt64, offset: off_t, filler: inout DirectoryFiller)
+  public func readdir(
+    _ ctx: Caller, node: NodeID, handle: FileHandle, offset: off_t, filler: inout some DirectoryFiller & ~Copyable
+  )
     throws(Errno)
   {
     let directory = inodes.inode(node)
@@ -56,16 +59,16 @@ extension SandboxFilesystem {
       attributes.st_mode = mode_t(item.type) << 12
       let added: Bool
       if !filler.plus {
-        added = filler.add(name: item.name, attributes: attributes, nextOffset: item.nextOffset)
+        added = filler.add(name: FileName(item.name), attributes: attributes, nextOffset: item.nextOffset)
       } else if isDotOrDotDot(item.name) || inodes.count > descriptorBudget {
         // Node 0: a name without attributes, holding no lookup (for . and .., and when
         // descriptors run short: the kernel looks the name up when it needs it).
         let entry = Entry(node: NodeID(rawValue: 0), attributes: attributes, entryTimeout: 0, attributeTimeout: 0)
-        added = filler.add(name: item.name, entry: entry, nextOffset: item.nextOffset)
+        added = filler.add(name: FileName(item.name), entry: entry, nextOffset: item.nextOffset)
       } else {
         do throws(Errno) {
-          let entry = try lookupEntry(in: directory, name: item.name)
-          added = filler.add(name: item.name, entry: entry, nextOffset: item.nextOffset)
+          let entry = try lookupEntry(in: directory, name: FileName(item.name))
+          added = filler.add(name: FileName(item.name), entry: entry, nextOffset: item.nextOffset)
           if !added { forget(entry.node, count: 1) }
         } catch  where error == .noEntry {
           added = true  // removed since the stream read it: skip it
@@ -80,12 +83,12 @@ extension SandboxFilesystem {
   }
 
   /// `releasedir`.
-  public func releasedir(_ ctx: RequestContext, node: NodeID, handle: UInt64) {
-    Unmanaged<DirectoryHandle>.fromOpaque(UnsafeRawPointer(bitPattern: UInt(handle))!).release()
+  public func releasedir(_ ctx: Caller, node: NodeID, handle: FileHandle) {
+    Unmanaged<DirectoryHandle>.fromOpaque(UnsafeRawPointer(bitPattern: UInt(handle.rawValue))!).release()
   }
 
   /// `fsyncdir`.
-  public func fsyncdir(_ ctx: RequestContext, node: NodeID, handle: UInt64, dataOnly: Bool) throws(Errno) {
+  public func fsyncdir(_ ctx: Caller, node: NodeID, handle: FileHandle, dataOnly: Bool) throws(Errno) {
     try Sys.fsync(directoryHandle(handle).stream.fd, dataOnly: dataOnly)
   }
 }

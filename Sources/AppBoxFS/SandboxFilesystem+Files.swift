@@ -1,4 +1,4 @@
-import FuseBridge
+import FilesystemInterface
 import Posix
 import SandboxPolicy
 
@@ -33,10 +33,10 @@ enum HandleKind: UInt64 {
   case passthrough = 2
 
   /// `handle`'s kind.
-  init(handle: UInt64) { self = HandleKind(rawValue: handle >> 32) ?? .direct }
+  init(handle: FileHandle) { self = HandleKind(rawValue: handle.rawValue >> 32) ?? .direct }
 
   /// The handle for backing descriptor `fd`.
-  func handle(_ fd: Int32) -> UInt64 { UInt64(UInt32(bitPattern: fd)) | rawValue << 32 }
+  func handle(_ fd: Int32) -> FileHandle { FileHandle(rawValue: UInt64(UInt32(bitPattern: fd)) | rawValue << 32) }
 }
 
 extension SandboxFilesystem {
@@ -104,7 +104,7 @@ extension SandboxFilesystem {
 
   /// Takes a released handle out of the inode's ``IOMode``; the last passthrough handle
   /// drops the backing file's registration.
-  private func closed(_ handle: UInt64, inode: Inode) {
+  private func closed(_ handle: FileHandle, inode: Inode) {
     let unregister = inode.ioMode.withLock { mode -> BackingID? in
       switch HandleKind(handle: handle) {
       case .direct, .cached:
@@ -126,7 +126,7 @@ extension SandboxFilesystem {
   /// `open`: refused (EPERM) when the file's class is closed in the current state. The
   /// file is pinned against purges before this returns (ESTALE if it was purged since
   /// the kernel looked it up: the kernel looks the name up again and retries).
-  public func open(_ ctx: RequestContext, node: NodeID, flags: Int32) throws(Errno) -> OpenedFile {
+  public func open(_ ctx: Caller, node: NodeID, flags: Int32) throws(Errno) -> OpenedFile {
     let inode = inodes.inode(node)
     if inode.isRegularFile { try check(.openExisting, inode) }
     try pin(inode)
@@ -149,7 +149,7 @@ extension SandboxFilesystem {
   /// looked up, so the name may exist: then this is an open of the existing file.
   /// A new file belongs to the caller and takes its directory's class; creating is
   /// refused (EPERM) when that class forbids it now.
-  public func create(_ ctx: RequestContext, parent: NodeID, name: UnsafePointer<CChar>, mode: mode_t, flags: Int32)
+  public func create(_ ctx: Caller, parent: NodeID, name: FileName, mode: mode_t, flags: Int32)
     throws(Errno) -> (Entry, OpenedFile)
   {
     let directory = inodes.inode(parent)
@@ -168,7 +168,7 @@ extension SandboxFilesystem {
         let room = try reserveRoom(in: directory)
         let fd = try withDescriptors { () throws(Errno) -> Int32 in
           try ctx.asCreator(mode: mode) { (mode) throws(Errno) -> Int32 in
-            try Sys.openat(directory.fd, name, backingFlags(flags) | O_CREAT | O_EXCL | O_NOFOLLOW, mode)
+            try Sys.openat(directory.fd, name.cString, backingFlags(flags) | O_CREAT | O_EXCL | O_NOFOLLOW, mode)
           }
         }
         let entry: Entry
@@ -201,24 +201,24 @@ extension SandboxFilesystem {
   }
 
   /// `read`: replies straight from the backing descriptor.
-  public func read(_ ctx: RequestContext, node: NodeID, handle: UInt64, count: Int, offset: off_t) throws(Errno)
+  public func read(_ ctx: Caller, node: NodeID, handle: FileHandle, count: Int, offset: off_t) throws(Errno)
     -> ReadData
   {
     let inode = inodes.inode(node)
     try check(.handleIO, inode)
     touch(inode)
     if inode.domain == .caches { purgeCost.cacheReads.add(1, ordering: .relaxed) }
-    return .file(fd: Int32(truncatingIfNeeded: handle), offset: offset, count: count)
+    return .file(fd: Int32(truncatingIfNeeded: handle.rawValue), offset: offset, count: count)
   }
 
   /// `write_buf`: within the quota (purging tmp and Caches first if needed); a write that
   /// only partly fits is shortened, one that does not fit at all is ENOSPC.
-  public func write(_ ctx: RequestContext, node: NodeID, handle: UInt64, data: WriteData, offset: off_t) throws(Errno)
+  public func write(_ ctx: Caller, node: NodeID, handle: FileHandle, data: some WriteData, offset: off_t) throws(Errno)
     -> Int
   {
     let inode = inodes.inode(node)
     try check(.handleIO, inode)
-    let fd = Int32(truncatingIfNeeded: handle)
+    let fd = Int32(truncatingIfNeeded: handle.rawValue)
     try clearSetID(for: ctx, fd: fd)
     let count = data.count
     var limit: Int?
@@ -246,7 +246,7 @@ extension SandboxFilesystem {
   /// at once. `fd` is any descriptor of the file, an `O_PATH` one included.
   /// - Throws: the `fstat`'s or `chmod`'s error (then nothing is changed).
   @inline(__always)
-  func clearSetID(for ctx: RequestContext, fd: Int32) throws(Errno) {
+  func clearSetID(for ctx: Caller, fd: Int32) throws(Errno) {
     guard ctx.uid != 0 else { return }
     let st = try Sys.fstat(fd)
     guard st.st_mode & (S_ISUID | S_ISGID) != 0 else { return }
@@ -276,16 +276,16 @@ extension SandboxFilesystem {
 
   /// `flush`: a close of one descriptor. Closing a duplicate makes the backing filesystem
   /// see the close too (what network filesystems report errors on).
-  public func flush(_ ctx: RequestContext, node: NodeID, handle: UInt64) throws(Errno) {
-    let fd = try Sys.dup(Int32(truncatingIfNeeded: handle))
+  public func flush(_ ctx: Caller, node: NodeID, handle: FileHandle) throws(Errno) {
+    let fd = try Sys.dup(Int32(truncatingIfNeeded: handle.rawValue))
     Sys.close(fd)
   }
 
   /// `release`: the last close.
-  public func release(_ ctx: RequestContext, node: NodeID, handle: UInt64) {
+  public func release(_ ctx: Caller, node: NodeID, handle: FileHandle) {
     let inode = inodes.inode(node)
     closed(handle, inode: inode)
-    Sys.close(Int32(truncatingIfNeeded: handle))
+    Sys.close(Int32(truncatingIfNeeded: handle.rawValue))
     // What the backing filesystem allocated at writeback: measured while written data may
     // be pending (the last handle's release clears the mark), and after passthrough
     // handles, whose writes bypass the daemon. A file nobody wrote is not measured again.
@@ -297,20 +297,20 @@ extension SandboxFilesystem {
   }
 
   /// `fsync`.
-  public func fsync(_ ctx: RequestContext, node: NodeID, handle: UInt64, dataOnly: Bool) throws(Errno) {
-    try Sys.fsync(Int32(truncatingIfNeeded: handle), dataOnly: dataOnly)
-    account(inodes.inode(node), fd: Int32(truncatingIfNeeded: handle))  // writeback allocates metadata
+  public func fsync(_ ctx: Caller, node: NodeID, handle: FileHandle, dataOnly: Bool) throws(Errno) {
+    try Sys.fsync(Int32(truncatingIfNeeded: handle.rawValue), dataOnly: dataOnly)
+    account(inodes.inode(node), fd: Int32(truncatingIfNeeded: handle.rawValue))  // writeback allocates metadata
   }
 
   /// `fallocate`, including `FALLOC_FL_PUNCH_HOLE` and `FALLOC_FL_KEEP_SIZE`; allocating
   /// is within the quota (all or nothing: ENOSPC). Every mode clears set-ID bits, as
   /// local filesystems do.
-  public func fallocate(_ ctx: RequestContext, node: NodeID, handle: UInt64, mode: Int32, offset: off_t, length: off_t)
+  public func fallocate(_ ctx: Caller, node: NodeID, handle: FileHandle, mode: Int32, offset: off_t, length: off_t)
     throws(Errno)
   {
     let inode = inodes.inode(node)
     try check(.handleIO, inode)
-    let fd = Int32(truncatingIfNeeded: handle)
+    let fd = Int32(truncatingIfNeeded: handle.rawValue)
     try clearSetID(for: ctx, fd: fd)
     let allocates = mode & Linux.fallocPunchHole == 0
     let reservation = try reserveAll(
@@ -323,30 +323,31 @@ extension SandboxFilesystem {
   }
 
   /// `lseek` for `SEEK_DATA` and `SEEK_HOLE` (the kernel answers the others itself).
-  public func lseek(_ ctx: RequestContext, node: NodeID, handle: UInt64, offset: off_t, whence: Int32) throws(Errno)
+  public func lseek(_ ctx: Caller, node: NodeID, handle: FileHandle, offset: off_t, whence: Int32) throws(Errno)
     -> off_t
   {
-    try Sys.lseek(Int32(truncatingIfNeeded: handle), offset, whence)
+    try Sys.lseek(Int32(truncatingIfNeeded: handle.rawValue), offset, whence)
   }
 
   /// `copy_file_range`: copied by the backing filesystem, within the quota like a write,
   /// and clearing the target's set-ID bits like one.
   public func copyFileRange(
-    _ ctx: RequestContext, from: NodeID, handle inHandle: UInt64, offset inOffset: off_t, to: NodeID,
-    handle outHandle: UInt64, offset outOffset: off_t, count: Int, flags: Int32
+    _ ctx: Caller, from: NodeID, handle inHandle: FileHandle, offset inOffset: off_t, to: NodeID,
+    handle outHandle: FileHandle, offset outOffset: off_t, count: Int, flags: Int32
   ) throws(Errno) -> Int {
     let source = inodes.inode(from)
     let target = inodes.inode(to)
     try check(.handleIO, source)
     try check(.handleIO, target)
-    let outFD = Int32(truncatingIfNeeded: outHandle)
+    let outFD = Int32(truncatingIfNeeded: outHandle.rawValue)
     try clearSetID(for: ctx, fd: outFD)
     var limit: Int?
     let reservation = try reserveForWrite(target, offset: outOffset, count: count, limit: &limit)
     let copied: Int
     do throws(Errno) {
       copied = try Sys.copyFileRange(
-        Int32(truncatingIfNeeded: inHandle), inOffset, outFD, outOffset, limit ?? count, UInt32(bitPattern: flags))
+        Int32(truncatingIfNeeded: inHandle.rawValue), inOffset, outFD, outOffset, limit ?? count,
+        UInt32(bitPattern: flags))
     } catch {
       settle(reservation, target, fd: outFD)  // a failed copy may still have allocated
       throw error

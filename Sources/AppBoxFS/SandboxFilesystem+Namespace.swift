@@ -1,4 +1,4 @@
-import FuseBridge
+import FilesystemInterface
 import Posix
 import SandboxPolicy
 
@@ -16,7 +16,7 @@ import SandboxPolicy
 
 extension SandboxFilesystem {
   /// `mknod` (regular files, fifos, sockets; devices when the caller may): +1 lookup.
-  public func mknod(_ ctx: RequestContext, parent: NodeID, name: UnsafePointer<CChar>, mode: mode_t, device: dev_t)
+  public func mknod(_ ctx: Caller, parent: NodeID, name: FileName, mode: mode_t, device: dev_t)
     throws(Errno) -> Entry
   {
     let directory = inodes.inode(parent)
@@ -25,33 +25,33 @@ extension SandboxFilesystem {
     let inherited = protectionClass(of: directory)
     if isRegular { try check(.createNew, inherited, path: mountPath(of: name, in: directory)) }
     let room = try reserveRoom(in: directory)
-    try ctx.asCreator(mode: mode) { (mode) throws(Errno) in try Sys.mknodat(directory.fd, name, mode, device) }
+    try ctx.asCreator(mode: mode) { (mode) throws(Errno) in try Sys.mknodat(directory.fd, name.cString, mode, device) }
     return try created(
       name, in: directory, protection: isRegular ? inherited : nil, reserved: reserve(0, domain: directory.domain),
       room: room)
   }
 
   /// `mkdir`: +1 lookup. The new directory takes its parent's class.
-  public func mkdir(_ ctx: RequestContext, parent: NodeID, name: UnsafePointer<CChar>, mode: mode_t) throws(Errno)
+  public func mkdir(_ ctx: Caller, parent: NodeID, name: FileName, mode: mode_t) throws(Errno)
     -> Entry
   {
     let directory = inodes.inode(parent)
     try checkCanCreate(in: directory)
     let reservation = try reserveAll(AllocationBlocks.size, domain: directory.domain)  // its own block
     let room = try reserveRoom(in: directory)
-    try ctx.asCreator(mode: mode) { (mode) throws(Errno) in try Sys.mkdirat(directory.fd, name, mode) }
+    try ctx.asCreator(mode: mode) { (mode) throws(Errno) in try Sys.mkdirat(directory.fd, name.cString, mode) }
     return try created(
       name, in: directory, protection: protectionClass(of: directory), reserved: reservation, room: room)
   }
 
   /// `symlink`: +1 lookup. The target is stored as given; the daemon never follows it.
-  public func symlink(_ ctx: RequestContext, target: UnsafePointer<CChar>, parent: NodeID, name: UnsafePointer<CChar>)
+  public func symlink(_ ctx: Caller, target: FileName, parent: NodeID, name: FileName)
     throws(Errno) -> Entry
   {
     let directory = inodes.inode(parent)
     try checkCanCreate(in: directory)
     let room = try reserveRoom(in: directory)
-    try ctx.asCaller { () throws(Errno) in try Sys.symlinkat(target, directory.fd, name) }
+    try ctx.asCaller { () throws(Errno) in try Sys.symlinkat(target.cString, directory.fd, name.cString) }
     return try created(name, in: directory, protection: nil, reserved: reserve(0, domain: directory.domain), room: room)
   }
 
@@ -60,7 +60,7 @@ extension SandboxFilesystem {
   /// the file goes on the catalog, so no purge can take it before the create returns.
   /// `reserved`: for the new item; `room`: for the directory's growth (``reserveRoom(in:)``).
   func created(
-    _ name: UnsafePointer<CChar>, in directory: Inode, protection: ProtectionClass?,
+    _ name: FileName, in directory: Inode, protection: ProtectionClass?,
     reserved: consuming Reservation, room: consuming Reservation, openFD: Int32? = nil
   ) throws(Errno) -> Entry {
     let entry = try lookupEntry(in: directory, name: name)
@@ -72,9 +72,11 @@ extension SandboxFilesystem {
         ?? false
     } catch {
       // Without its class the item would fall back to the default one: undo the create.
-      do throws(Errno) { try Sys.unlinkat(directory.fd, name, inode.isDirectory ? AT_REMOVEDIR : 0) } catch let kept {
+      do throws(Errno) {
+        try Sys.unlinkat(directory.fd, name.cString, inode.isDirectory ? AT_REMOVEDIR : 0)
+      } catch let kept {
         log(
-          "create: cannot store the class of \(String(decoding: CName(name).bytes, as: UTF8.self)) (\(error)) nor remove it (\(kept))"
+          "create: cannot store the class of \(String(decoding: name.bytes, as: UTF8.self)) (\(error)) nor remove it (\(kept))"
         )
       }
       forget(entry.node, count: 1)
@@ -87,7 +89,7 @@ extension SandboxFilesystem {
     // The lookup's measurement holds unless an attribute was written since (it may take a block).
     settle(reserved, inode, fd: openFD ?? inode.fd, known: storedAttribute ? nil : entry.attributes)
     settle(room, directory, fd: directory.fd)
-    track(inode, name: CName(name).bytes, in: directory)
+    track(inode, name: name.bytes, in: directory)
     if inode.isRegularFile, directory.domain.isPurgeable, notePurgeCost(.recreated, name, in: directory) {
       inode.recreatesPurged.store(true, ordering: .relaxed)
       if openFD == nil { countWrittenAgain(inode) }  // mknod: nothing will be written through a handle of its own
@@ -102,37 +104,37 @@ extension SandboxFilesystem {
   }
 
   /// `unlink`.
-  public func unlink(_ ctx: RequestContext, parent: NodeID, name: UnsafePointer<CChar>) throws(Errno) {
+  public func unlink(_ ctx: Caller, parent: NodeID, name: FileName) throws(Errno) {
     let directory = inodes.inode(parent)
     try checkCanRemove(name, in: directory)
-    let st = try Sys.fstatat(directory.fd, name, AT_SYMLINK_NOFOLLOW)
-    try Sys.unlinkat(directory.fd, name, 0)
-    untrack(st, name: CName(name).bytes, in: directory)
+    let st = try Sys.fstatat(directory.fd, name.cString, AT_SYMLINK_NOFOLLOW)
+    try Sys.unlinkat(directory.fd, name.cString, 0)
+    untrack(st, name: name.bytes, in: directory)
     account(directory, fd: directory.fd)
   }
 
   /// `rmdir`.
-  public func rmdir(_ ctx: RequestContext, parent: NodeID, name: UnsafePointer<CChar>) throws(Errno) {
+  public func rmdir(_ ctx: Caller, parent: NodeID, name: FileName) throws(Errno) {
     let directory = inodes.inode(parent)
     try checkCanRemove(name, in: directory)
-    let st = try Sys.fstatat(directory.fd, name, AT_SYMLINK_NOFOLLOW)
-    try Sys.unlinkat(directory.fd, name, AT_REMOVEDIR)
-    untrack(st, name: CName(name).bytes, in: directory)
+    let st = try Sys.fstatat(directory.fd, name.cString, AT_SYMLINK_NOFOLLOW)
+    try Sys.unlinkat(directory.fd, name.cString, AT_REMOVEDIR)
+    untrack(st, name: name.bytes, in: directory)
     account(directory, fd: directory.fd)
   }
 
   /// `rename`, with `RENAME_NOREPLACE` and `RENAME_EXCHANGE`.
   public func rename(
-    _ ctx: RequestContext, parent: NodeID, name: UnsafePointer<CChar>, newParent: NodeID,
-    newName: UnsafePointer<CChar>, flags: UInt32
+    _ ctx: Caller, parent: NodeID, name: FileName, newParent: NodeID,
+    newName: FileName, flags: UInt32
   ) throws(Errno) {
     let from = inodes.inode(parent)
     let to = inodes.inode(newParent)
     try checkCanRemove(name, in: from)
     try checkCanRemove(newName, in: to)
     try checkCanCreate(in: to)
-    let source = try Sys.fstatat(from.fd, name, AT_SYMLINK_NOFOLLOW)
-    let target = try? Sys.fstatat(to.fd, newName, AT_SYMLINK_NOFOLLOW)
+    let source = try Sys.fstatat(from.fd, name.cString, AT_SYMLINK_NOFOLLOW)
+    let target = try? Sys.fstatat(to.fd, newName.cString, AT_SYMLINK_NOFOLLOW)
     let exchange = flags & Linux.renameExchange != 0
     if from.domain != to.domain {
       // A directory never changes domain, and a file with other links would leave them
@@ -143,13 +145,13 @@ extension SandboxFilesystem {
     // The target directory may grow by a name; a rename is not refused for it (what a
     // full sandbox cannot reserve is purged afterwards, if anything is purgeable).
     let room = reserve(AllocationBlocks.size, domain: to.domain)
-    try Sys.renameat2(from.fd, name, to.fd, newName, flags)
+    try Sys.renameat2(from.fd, name.cString, to.fd, newName.cString, flags)
     if exchange, let target {
-      moved(source, from: CName(name).bytes, in: from, to: CName(newName).bytes, in: to)
-      moved(target, from: CName(newName).bytes, in: to, to: CName(name).bytes, in: from)
+      moved(source, from: name.bytes, in: from, to: newName.bytes, in: to)
+      moved(target, from: newName.bytes, in: to, to: name.bytes, in: from)
     } else if target?.st_ino != source.st_ino {  // two names of one file: nothing moves
-      if let target { untrack(target, name: CName(newName).bytes, in: to) }
-      moved(source, from: CName(name).bytes, in: from, to: CName(newName).bytes, in: to)
+      if let target { untrack(target, name: newName.bytes, in: to) }
+      moved(source, from: name.bytes, in: from, to: newName.bytes, in: to)
     }
     if to !== from { account(from, fd: from.fd) }
     settle(room, to, fd: to.fd)
@@ -160,7 +162,7 @@ extension SandboxFilesystem {
   }
 
   /// `link`: +1 lookup on the linked node. Links stay within one domain (EXDEV otherwise).
-  public func link(_ ctx: RequestContext, node: NodeID, newParent: NodeID, newName: UnsafePointer<CChar>) throws(Errno)
+  public func link(_ ctx: Caller, node: NodeID, newParent: NodeID, newName: FileName) throws(Errno)
     -> Entry
   {
     let inode = inodes.inode(node)
@@ -168,8 +170,8 @@ extension SandboxFilesystem {
     try checkCanCreate(in: directory)
     if inode.domain != directory.domain { throw .crossDevice }
     let room = try reserveRoom(in: directory)
-    try Sys.link(inode.fd, directory.fd, newName)
-    linked(inode, as: CName(newName).bytes, in: directory)
+    try Sys.link(inode.fd, directory.fd, newName.cString)
+    linked(inode, as: newName.bytes, in: directory)
     settle(room, directory, fd: directory.fd)
     return try lookupEntry(in: directory, name: newName)
   }

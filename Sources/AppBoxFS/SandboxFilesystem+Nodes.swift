@@ -1,4 +1,4 @@
-import FuseBridge
+import FilesystemInterface
 import Posix
 import SandboxPolicy
 
@@ -12,7 +12,7 @@ extension SandboxFilesystem {
   /// `lookup`: +1 lookup on the found node. A missing name is a negative entry the kernel
   /// may cache (every change goes through the mount); in Caches or tmp, a miss of a name
   /// purged recently is the purge's cost to the app (``notePurgeCost(_:_:in:)``).
-  public func lookup(_ ctx: RequestContext, parent: NodeID, name: UnsafePointer<CChar>) throws(Errno) -> Entry {
+  public func lookup(_ ctx: Caller, parent: NodeID, name: FileName) throws(Errno) -> Entry {
     let directory = inodes.inode(parent)
     do throws(Errno) {
       return try lookupEntry(in: directory, name: name)
@@ -35,7 +35,7 @@ extension SandboxFilesystem {
 
   /// `getattr`. A purged file is ESTALE: the kernel then looks its name up again (a
   /// `stat` or an open's permission check retries, and finds the name gone or new).
-  public func getattr(_ ctx: RequestContext, node: NodeID, handle: UInt64?) throws(Errno) -> stat {
+  public func getattr(_ ctx: Caller, node: NodeID, handle: FileHandle?) throws(Errno) -> stat {
     let inode = inodes.inode(node)
     if isPurged(inode) { throw .stale }
     return try Sys.fstat(inode.fd)
@@ -43,10 +43,10 @@ extension SandboxFilesystem {
 
   /// `setattr`: mode, owner, size, times (incl. `UTIME_NOW`; unset ones are `UTIME_OMIT`).
   public func setattr(
-    _ ctx: RequestContext, node: NodeID, attributes: stat, fields: SetAttributes, handle: UInt64?
+    _ ctx: Caller, node: NodeID, attributes: stat, fields: SetAttributes, handle: FileHandle?
   ) throws(Errno) -> stat {
     let inode = inodes.inode(node)
-    let openFD = handle.map { Int32(truncatingIfNeeded: $0) }
+    let openFD = handle.map { Int32(truncatingIfNeeded: $0.rawValue) }
     if fields.contains(.mode) {
       if let openFD { try Sys.fchmod(openFD, attributes.st_mode) } else { try Sys.chmod(inode.fd, attributes.st_mode) }
     }
@@ -88,19 +88,19 @@ extension SandboxFilesystem {
   }
 
   /// `readlink`.
-  public func readlink(_ ctx: RequestContext, node: NodeID) throws(Errno) -> [UInt8] {
+  public func readlink(_ ctx: Caller, node: NodeID) throws(Errno) -> [UInt8] {
     try Sys.readlink(inodes.inode(node).fd)
   }
 
   /// `access`: checked with the caller's filesystem credentials (`AT_EACCESS` uses them).
-  public func access(_ ctx: RequestContext, node: NodeID, mask: Int32) throws(Errno) {
+  public func access(_ ctx: Caller, node: NodeID, mask: Int32) throws(Errno) {
     let fd = inodes.inode(node).fd
     try ctx.asCaller { () throws(Errno) in try Sys.access(fd, mask) }
   }
 
   /// `statfs`: the sandbox's capacity and free bytes (what `df` and
   /// `volumeAvailableCapacity` show); file counts from the backing filesystem.
-  public func statfs(_ ctx: RequestContext, node: NodeID) throws(Errno) -> statvfs {
+  public func statfs(_ ctx: Caller, node: NodeID) throws(Errno) -> statvfs {
     var st = try Sys.fstatvfs(inodes.root.fd)
     let (capacity, free) = storage.books.withLock { ($0.ledger.capacity, $0.ledger.free) }
     let block = AllocationBlocks.size

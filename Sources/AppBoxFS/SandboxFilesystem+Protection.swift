@@ -1,5 +1,5 @@
 import Dispatch
-import FuseBridge
+import FilesystemInterface
 import Posix
 import SandboxPolicy
 
@@ -82,9 +82,9 @@ extension SandboxFilesystem {
   }
 
   /// The path of `name` in `directory`, for events.
-  func mountPath(of name: UnsafePointer<CChar>, in directory: Inode) -> [UInt8] {
+  func mountPath(of name: FileName, in directory: Inode) -> [UInt8] {
     let parent = mountPath(of: directory)
-    return parent.isEmpty ? CName(name).bytes : parent + [UInt8(ascii: "/")] + CName(name).bytes
+    return parent.isEmpty ? name.bytes : parent + [UInt8(ascii: "/")] + name.bytes
   }
 
   // MARK: Lock state changes

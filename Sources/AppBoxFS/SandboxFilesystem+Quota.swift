@@ -1,5 +1,5 @@
 import Dispatch
-import FuseBridge
+import FilesystemInterface
 import Posix
 import SandboxPolicy
 import Synchronization
@@ -29,7 +29,7 @@ extension SandboxFilesystem {
     let (granted, plan) = storage.reserveOrPlan(need, domain: domain)
     if let granted { return Reservation(bytes: granted, domain: domain, storage: storage) }
     if let plan {
-      RequestReading.handOff()  // unlinking the victims may take a while
+      driver.handOff()  // unlinking the victims may take a while
       carryOut(plan, onRequestThread: true)
     }
     return Reservation(bytes: storage.reserveFree(need, domain: domain), domain: domain, storage: storage)

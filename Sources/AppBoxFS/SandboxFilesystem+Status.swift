@@ -1,4 +1,4 @@
-import FuseBridge
+import FilesystemInterface
 import Posix
 import SandboxPolicy
 
@@ -9,7 +9,7 @@ extension SandboxFilesystem {
   public func statusJSON() -> String {
     let snapshot = protection.shown
     let refusals = protection.counters.withLock { $0.jsonObject }
-    let busyPoll = RequestReading.busyPoll
+    let busyPoll = driver.busyPoll
     let purgeCost = purgeCost.jsonObject
     return storage.books.withLock { books in
       let ledger = books.ledger

@@ -1,4 +1,4 @@
-import FuseBridge
+import FilesystemInterface
 import Posix
 import SandboxPolicy
 
@@ -20,11 +20,12 @@ extension SandboxFilesystem {
   /// Fast path: `security.`, `system.` and `trusted.` names are never reserved and map to
   /// themselves (``XattrNameMapping/backingName(forMountName:)``), so they are passed on
   /// without copying.
-  func withBackingXattrName<R>(_ name: UnsafePointer<CChar>, _ body: (UnsafePointer<CChar>) throws(Errno) -> R)
+  func withBackingXattrName<R>(_ name: FileName, _ body: (UnsafePointer<CChar>) throws(Errno) -> R)
     throws(Errno) -> R
   {
-    if strncmp(name, "security.", 9) == 0 || strncmp(name, "system.", 7) == 0 || strncmp(name, "trusted.", 8) == 0 {
-      return try body(name)
+    let c = name.cString
+    if strncmp(c, "security.", 9) == 0 || strncmp(c, "system.", 7) == 0 || strncmp(c, "trusted.", 8) == 0 {
+      return try body(c)
     }
     let backing = try backingXattrName(name)
     return try backing.withUnsafeBufferPointer { (p) throws(Errno) -> R in try body(p.baseAddress!) }
@@ -32,8 +33,8 @@ extension SandboxFilesystem {
 
   /// The backing name of a mount name, NUL-terminated. Refuses (EPERM) names in AppBox's
   /// reserved namespace that it does not document.
-  func backingXattrName(_ name: UnsafePointer<CChar>) throws(Errno) -> [CChar] {
-    let mountName = CName(name)
+  func backingXattrName(_ name: FileName) throws(Errno) -> [CChar] {
+    let mountName = name
     if XattrNameMapping.isReserved(mountName) { throw .notPermitted }
     return XattrNameMapping.backingName(forMountName: mountName).map { CChar(bitPattern: $0) } + [0]
   }
@@ -44,30 +45,30 @@ extension SandboxFilesystem {
   /// never refused for it: most values fit in the inode); AppBox's own attributes (short
   /// values, checked first) reserve nothing. Either way the change is measured afterwards.
   public func setxattr(
-    _ ctx: RequestContext, node: NodeID, name: UnsafePointer<CChar>, value: UnsafeRawBufferPointer, flags: Int32
+    _ ctx: Caller, node: NodeID, name: FileName, value: UnsafeRawBufferPointer, flags: Int32
   ) throws(Errno) {
     let inode = inodes.inode(node)
-    if let attribute = AppBoxAttribute(name: CName(name)) {
-      return try changingAttributes(inode, valueBytes: value.count + strlen(name)) { () throws(Errno) in
+    if let attribute = AppBoxAttribute(name: name) {
+      return try changingAttributes(inode, valueBytes: value.count + name.count) { () throws(Errno) in
         try setOwn(attribute, of: inode, to: Array(value), flags: flags)
       }
     }
-    try changingAttributes(inode, valueBytes: value.count + strlen(name)) { () throws(Errno) in
+    try changingAttributes(inode, valueBytes: value.count + name.count) { () throws(Errno) in
       try withBackingXattrName(name) { (p) throws(Errno) in try Xattr.set(inode.fd, p, value, flags: flags) }
     }
   }
 
   /// `getxattr`.
-  public func getxattr(_ ctx: RequestContext, node: NodeID, name: UnsafePointer<CChar>) throws(Errno) -> [UInt8] {
+  public func getxattr(_ ctx: Caller, node: NodeID, name: FileName) throws(Errno) -> [UInt8] {
     let inode = inodes.inode(node)
-    if let attribute = AppBoxAttribute(name: CName(name)) { return try own(attribute, of: inode) }
+    if let attribute = AppBoxAttribute(name: name) { return try own(attribute, of: inode) }
     return try withBackingXattrName(name) { (p) throws(Errno) -> [UInt8] in try Xattr.value(inode.fd, p) }
   }
 
   /// `listxattr`: every backing name as the mount shows it, except AppBox's internal
   /// ones (such as a class stored automatically at creation), and on the root AppBox's
   /// read-only attributes. So the list is exactly what programs set.
-  public func listxattr(_ ctx: RequestContext, node: NodeID) throws(Errno) -> [UInt8] {
+  public func listxattr(_ ctx: Caller, node: NodeID) throws(Errno) -> [UInt8] {
     let inode = inodes.inode(node)
     var list: [UInt8] = []
     for name in try Xattr.names(inode.fd) {
@@ -86,9 +87,9 @@ extension SandboxFilesystem {
   }
 
   /// `removexattr`; the block an attribute had may be freed, so the change is measured.
-  public func removexattr(_ ctx: RequestContext, node: NodeID, name: UnsafePointer<CChar>) throws(Errno) {
+  public func removexattr(_ ctx: Caller, node: NodeID, name: FileName) throws(Errno) {
     let inode = inodes.inode(node)
-    if let attribute = AppBoxAttribute(name: CName(name)) {
+    if let attribute = AppBoxAttribute(name: name) {
       return try changingAttributes(inode, valueBytes: 0) { () throws(Errno) in try removeOwn(attribute, of: inode) }
     }
     try changingAttributes(inode, valueBytes: 0) { () throws(Errno) in

@@ -1,5 +1,5 @@
 import Dispatch
-import FuseBridge
+import FilesystemInterface
 import Posix
 import SandboxPolicy
 import Synchronization
@@ -14,11 +14,11 @@ import Synchronization
 /// Handlers live in extensions by op family: `+Nodes` (lookup, attributes),
 /// `+Namespace` (create, remove, rename, link), `+Files` (open and I/O),
 /// `+Directories` (listing), `+Xattrs`.
-public final class SandboxFilesystem: FuseFilesystem {
+public final class SandboxFilesystem: Filesystem {
   /// Kernel-facing node table.
   let inodes: InodeTable
   /// Cache timeouts, as configured for the session.
-  let configuration: FuseConfiguration
+  let configuration: CacheTimeouts
   /// The policies' settings.
   let options: SandboxOptions
   /// The simulated device's lock state.
@@ -32,12 +32,14 @@ public final class SandboxFilesystem: FuseFilesystem {
   /// Backing inode numbers of the purgeable domains' top directories.
   let domainRoots: [StorageDomain: UInt64]
   /// Set once the mount is up.
-  let notifier = Mutex<KernelNotifier?>(nil)
+  let notifier = Mutex<(any KernelNotifier)?>(nil)
   /// Held while a lock-state change takes effect (``changeState(_:)``): one at a time.
   /// Never taken on a request thread; may be held across kernel notifications.
   let stateChanges = Mutex(())
+  /// The driver's services: hand-offs, busy-poll counters.
+  let driver: any FilesystemDriver
   /// Registers backing files for passthrough opens (available once the kernel agreed).
-  let passthrough = PassthroughFiles()
+  let passthrough: any PassthroughFiles
   /// Files open in passthrough mode now.
   let passthroughFiles = Atomic<Int>(0)
   /// Recently purged names and what purges cost the app.
@@ -56,9 +58,14 @@ public final class SandboxFilesystem: FuseFilesystem {
 
   /// Opens the backing directory, creates the fixed layout in it, and indexes it (usage
   /// per domain, the purge catalog).
+  /// - Parameters:
+  ///   - configuration: how long the kernel may cache replies.
+  ///   - driver: what serves the filesystem (`FuseDriver` on a mount).
   /// - Throws: ``Errno`` when the backing directory cannot be opened or the layout cannot
   ///   be created (e.g. a fixed name exists but is not a directory).
-  public init(backingDirectory: String, configuration: FuseConfiguration, options: SandboxOptions) throws(Errno) {
+  public init(
+    backingDirectory: String, configuration: CacheTimeouts, options: SandboxOptions, driver: any FilesystemDriver
+  ) throws(Errno) {
     let rootFD = try Sys.openat(AT_FDCWD, backingDirectory, Linux.openPath | O_DIRECTORY | O_CLOEXEC)
     let rootStat: stat
     do throws(Errno) { rootStat = try Sys.fstat(rootFD) } catch {
@@ -68,6 +75,8 @@ public final class SandboxFilesystem: FuseFilesystem {
     inodes = InodeTable(
       root: Inode(node: .root, fd: rootFD, attributes: rootStat, fixed: nil, domain: .root, lookups: 1))
     self.configuration = configuration
+    self.driver = driver
+    passthrough = driver.passthrough
     self.options = options
     backingPath = Array(backingDirectory.utf8)
     domainRoots = try Self.createLayout(in: rootFD)
@@ -107,7 +116,7 @@ public final class SandboxFilesystem: FuseFilesystem {
     return roots
   }
 
-  public func mounted(notifier: KernelNotifier) {
+  public func mounted(notifier: any KernelNotifier) {
     self.notifier.withLock { $0 = notifier }
     startMaintenance()
   }
@@ -144,7 +153,7 @@ public final class SandboxFilesystem: FuseFilesystem {
   }
 
   /// Looks `name` up in `parent` and takes one lookup on the result.
-  func lookupEntry(in parent: Inode, name: UnsafePointer<CChar>) throws(Errno) -> Entry {
+  func lookupEntry(in parent: Inode, name: FileName) throws(Errno) -> Entry {
     let fd = try openInode(in: parent, name: name)
     let attributes: stat
     do throws(Errno) { attributes = try Sys.fstat(fd) } catch {
@@ -153,18 +162,18 @@ public final class SandboxFilesystem: FuseFilesystem {
     }
     let fixed =
       attributes.st_mode & S_IFMT == S_IFDIR
-      ? SandboxLayout.fixedDirectory(named: CName(name), in: layoutParent(parent)) : nil
+      ? SandboxLayout.fixedDirectory(named: name, in: layoutParent(parent)) : nil
     let inode = inodes.remember(
       fd: fd, attributes: attributes, fixed: fixed, domain: fixed?.domain ?? parent.domain, parent: inodes.node(parent),
-      name: CName(name))
+      name: name)
     if inodes.count > descriptorBudget { releaseDescriptors() }
     return entry(inode, attributes)
   }
 
   /// The `O_PATH` descriptor of `name` in `parent` (``withDescriptors(_:)``).
-  func openInode(in parent: Inode, name: UnsafePointer<CChar>) throws(Errno) -> Int32 {
+  func openInode(in parent: Inode, name: FileName) throws(Errno) -> Int32 {
     try withDescriptors { () throws(Errno) -> Int32 in
-      try Sys.openat(parent.fd, name, Linux.openPath | O_NOFOLLOW | O_CLOEXEC)
+      try Sys.openat(parent.fd, name.cString, Linux.openPath | O_NOFOLLOW | O_CLOEXEC)
     }
   }
 
@@ -180,7 +189,7 @@ public final class SandboxFilesystem: FuseFilesystem {
         let now = Clock.monotonic()
         if deadline == nil {
           deadline = now + 5
-          RequestReading.handOff()  // the forgets come as requests
+          driver.handOff()  // the forgets come as requests
         } else if now > deadline! {
           throw error
         }
@@ -196,23 +205,7 @@ public final class SandboxFilesystem: FuseFilesystem {
   }
 
   /// Refuses removing, renaming or replacing a fixed directory.
-  func checkCanRemove(_ name: UnsafePointer<CChar>, in parent: Inode) throws(Errno) {
-    guard SandboxLayout.allowsRemoval(of: CName(name), in: layoutParent(parent)) else { throw .notPermitted }
+  func checkCanRemove(_ name: FileName, in parent: Inode) throws(Errno) {
+    guard SandboxLayout.allowsRemoval(of: name, in: layoutParent(parent)) else { throw .notPermitted }
   }
-}
-
-/// A NUL-terminated C name viewed as bytes, without copying.
-struct CName: RandomAccessCollection {
-  let buffer: UnsafeBufferPointer<UInt8>
-
-  init(_ name: UnsafePointer<CChar>) {
-    buffer = UnsafeBufferPointer(start: UnsafeRawPointer(name).assumingMemoryBound(to: UInt8.self), count: strlen(name))
-  }
-
-  var startIndex: Int { 0 }
-  var endIndex: Int { buffer.count }
-  subscript(position: Int) -> UInt8 { buffer[position] }
-
-  /// A copy of the bytes.
-  var bytes: [UInt8] { Array(buffer) }
 }

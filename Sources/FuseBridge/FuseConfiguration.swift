@@ -1,4 +1,5 @@
 import CFuse
+import FilesystemInterface
 
 #if canImport(Glibc)
   import Glibc
@@ -6,10 +7,8 @@ import CFuse
 
 /// How the session asks the kernel to cache and batch.
 public struct FuseConfiguration: Sendable {
-  /// Seconds the kernel may cache attributes (all changes go through the mount).
-  public var attributeTimeout: Double = 60
-  /// Seconds the kernel may cache names, negative ones included.
-  public var entryTimeout: Double = 60
+  /// How long the kernel may cache names and attributes (the filesystem's replies say).
+  public var timeouts = CacheTimeouts()
   /// Largest write request, in bytes.
   public var maxWrite: UInt32 = 1 << 20
   /// Largest read-ahead, in bytes.
@@ -35,17 +34,6 @@ public struct FuseConfiguration: Sendable {
   /// The defaults.
   public init() {}
 
-  /// Seconds the kernel may cache `attributes`: ``attributeTimeout``, but none for a
-  /// regular file with a set-user-ID or set-group-ID bit. The daemon clears those bits
-  /// itself on a write, fallocate or copy (FUSE_HANDLE_KILLPRIV_V2), and after those the
-  /// kernel re-reads a file's size and times but not its mode; so `stat` and the
-  /// permission check of an `exec` ask the daemon again. Such files are rare.
-  @inline(__always)
-  public func attributeTimeout(for attributes: stat) -> Double {
-    let mode = attributes.st_mode
-    return mode & S_IFMT == S_IFREG && mode & (S_ISUID | S_ISGID) != 0 ? 0 : attributeTimeout
-  }
-
   func apply(to conn: UnsafeMutablePointer<fuse_conn_info>) {
     var want = conn.pointee.want
     let capable = conn.pointee.capable
@@ -59,7 +47,7 @@ public struct FuseConfiguration: Sendable {
     want |= capable & cfuse_cap_auto_inval_data()
     // Modes of new files arrive without the caller's umask, which comes beside them: the
     // daemon applies it as a local filesystem does, not under a default ACL
-    // (RequestContext.asCreator).
+    // (Caller.asCreator).
     want |= capable & cfuse_cap_dont_mask()
     // Read replies move file pages into the device by splice instead of copying.
     want |= capable & (cfuse_cap_splice_write() | cfuse_cap_splice_move())

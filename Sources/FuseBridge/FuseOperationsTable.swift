@@ -1,5 +1,6 @@
 import CFuse
 import CFuseDevice
+import FilesystemInterface
 import Posix
 
 #if canImport(Glibc)
@@ -8,9 +9,9 @@ import Posix
 
 /// Holds the filesystem for the session; `fuse_req_userdata` points at it.
 final class FilesystemBox {
-  let filesystem: any FuseFilesystem
+  let filesystem: any Filesystem
   let configuration: FuseConfiguration
-  init(_ filesystem: any FuseFilesystem, _ configuration: FuseConfiguration) {
+  init(_ filesystem: any Filesystem, _ configuration: FuseConfiguration) {
     self.filesystem = filesystem
     self.configuration = configuration
   }
@@ -21,7 +22,7 @@ final class FilesystemBox {
 /// `Unmanaged` is safe here: the session keeps the box retained from `fuse_session_new`
 /// until after the loop has returned and the session is destroyed.
 @inline(__always)
-private func filesystem(_ req: fuse_req_t?) -> any FuseFilesystem {
+private func filesystem(_ req: fuse_req_t?) -> any Filesystem {
   Unmanaged<FilesystemBox>.fromOpaque(fuse_req_userdata(req)!).takeUnretainedValue().filesystem
 }
 
@@ -50,7 +51,7 @@ private func reply(_ req: fuse_req_t?, _ entry: Entry) {
 
 @inline(__always)
 private func apply(_ opened: OpenedFile, to fi: UnsafeMutablePointer<fuse_file_info>) {
-  fi.pointee.fh = opened.handle
+  fi.pointee.fh = opened.handle.rawValue
   cfuse_fi_set_keep_cache(fi, opened.keepCache ? 1 : 0)
   cfuse_fi_set_direct_io(fi, opened.directIO ? 1 : 0)
   cfuse_fi_set_cache_readdir(fi, opened.cacheDirectory ? 1 : 0)
@@ -73,10 +74,11 @@ private func readdir(
   _ req: fuse_req_t?, _ ino: fuse_ino_t, _ size: Int, _ offset: off_t, _ fi: UnsafeMutablePointer<fuse_file_info>?,
   plus: Bool
 ) {
-  var filler = DirectoryFiller(request: req!, capacity: size, plus: plus)
+  var filler = FuseDirectoryFiller(request: req!, capacity: size, plus: plus)
   do throws(Errno) {
     try filesystem(req).readdir(
-      RequestContext(req!), node: NodeID(rawValue: ino), handle: fi!.pointee.fh, offset: offset, filler: &filler)
+      Caller(req!), node: NodeID(rawValue: ino), handle: FileHandle(rawValue: fi!.pointee.fh), offset: offset,
+      filler: &filler)
     filler.reply()
   } catch {
     // An error after some entries were added would lose their lookups: reply with what
@@ -102,7 +104,7 @@ nonisolated func makeOperations() -> fuse_lowlevel_ops {
   }
   ops.lookup = { req, parent, name in
     do throws(Errno) {
-      reply(req, try filesystem(req).lookup(RequestContext(req!), parent: NodeID(rawValue: parent), name: name!))
+      reply(req, try filesystem(req).lookup(Caller(req!), parent: NodeID(rawValue: parent), name: FileName(name!)))
     } catch { reply(req, error) }
   }
   ops.forget = { req, ino, count in
@@ -120,21 +122,22 @@ nonisolated func makeOperations() -> fuse_lowlevel_ops {
   }
   ops.getattr = { req, ino, fi in
     do throws(Errno) {
-      var st = try filesystem(req).getattr(RequestContext(req!), node: NodeID(rawValue: ino), handle: fi?.pointee.fh)
-      fuse_reply_attr(req, &st, box(req).configuration.attributeTimeout(for: st))
+      var st = try filesystem(req).getattr(
+        Caller(req!), node: NodeID(rawValue: ino), handle: fi.map { FileHandle(rawValue: $0.pointee.fh) })
+      fuse_reply_attr(req, &st, box(req).configuration.timeouts.attributeTimeout(for: st))
     } catch { reply(req, error) }
   }
   ops.setattr = { req, ino, attr, toSet, fi in
     do throws(Errno) {
       var st = try filesystem(req).setattr(
-        RequestContext(req!), node: NodeID(rawValue: ino), attributes: attr!.pointee,
-        fields: SetAttributes(rawValue: toSet), handle: fi?.pointee.fh)
-      fuse_reply_attr(req, &st, box(req).configuration.attributeTimeout(for: st))
+        Caller(req!), node: NodeID(rawValue: ino), attributes: attr!.pointee,
+        fields: SetAttributes(fuse: toSet), handle: fi.map { FileHandle(rawValue: $0.pointee.fh) })
+      fuse_reply_attr(req, &st, box(req).configuration.timeouts.attributeTimeout(for: st))
     } catch { reply(req, error) }
   }
   ops.readlink = { req, ino in
     do throws(Errno) {
-      var target = try filesystem(req).readlink(RequestContext(req!), node: NodeID(rawValue: ino))
+      var target = try filesystem(req).readlink(Caller(req!), node: NodeID(rawValue: ino))
       target.append(0)
       target.withUnsafeBytes { _ = fuse_reply_readlink(req, $0.baseAddress!.assumingMemoryBound(to: CChar.self)) }
     } catch { reply(req, error) }
@@ -144,24 +147,25 @@ nonisolated func makeOperations() -> fuse_lowlevel_ops {
       reply(
         req,
         try filesystem(req).mknod(
-          RequestContext(req!), parent: NodeID(rawValue: parent), name: name!, mode: mode, device: rdev))
+          Caller(req!), parent: NodeID(rawValue: parent), name: FileName(name!), mode: mode, device: rdev))
     } catch { reply(req, error) }
   }
   ops.mkdir = { req, parent, name, mode in
     do throws(Errno) {
       reply(
-        req, try filesystem(req).mkdir(RequestContext(req!), parent: NodeID(rawValue: parent), name: name!, mode: mode))
+        req,
+        try filesystem(req).mkdir(Caller(req!), parent: NodeID(rawValue: parent), name: FileName(name!), mode: mode))
     } catch { reply(req, error) }
   }
   ops.unlink = { req, parent, name in
     do throws(Errno) {
-      try filesystem(req).unlink(RequestContext(req!), parent: NodeID(rawValue: parent), name: name!)
+      try filesystem(req).unlink(Caller(req!), parent: NodeID(rawValue: parent), name: FileName(name!))
       fuse_reply_err(req, 0)
     } catch { reply(req, error) }
   }
   ops.rmdir = { req, parent, name in
     do throws(Errno) {
-      try filesystem(req).rmdir(RequestContext(req!), parent: NodeID(rawValue: parent), name: name!)
+      try filesystem(req).rmdir(Caller(req!), parent: NodeID(rawValue: parent), name: FileName(name!))
       fuse_reply_err(req, 0)
     } catch { reply(req, error) }
   }
@@ -170,14 +174,14 @@ nonisolated func makeOperations() -> fuse_lowlevel_ops {
       reply(
         req,
         try filesystem(req).symlink(
-          RequestContext(req!), target: target!, parent: NodeID(rawValue: parent), name: name!))
+          Caller(req!), target: FileName(target!), parent: NodeID(rawValue: parent), name: FileName(name!)))
     } catch { reply(req, error) }
   }
   ops.rename = { req, parent, name, newParent, newName, flags in
     do throws(Errno) {
       try filesystem(req).rename(
-        RequestContext(req!), parent: NodeID(rawValue: parent), name: name!, newParent: NodeID(rawValue: newParent),
-        newName: newName!, flags: flags)
+        Caller(req!), parent: NodeID(rawValue: parent), name: FileName(name!), newParent: NodeID(rawValue: newParent),
+        newName: FileName(newName!), flags: flags)
       fuse_reply_err(req, 0)
     } catch { reply(req, error) }
   }
@@ -186,12 +190,13 @@ nonisolated func makeOperations() -> fuse_lowlevel_ops {
       reply(
         req,
         try filesystem(req).link(
-          RequestContext(req!), node: NodeID(rawValue: ino), newParent: NodeID(rawValue: newParent), newName: newName!))
+          Caller(req!), node: NodeID(rawValue: ino), newParent: NodeID(rawValue: newParent), newName: FileName(newName!)
+        ))
     } catch { reply(req, error) }
   }
   ops.open = { req, ino, fi in
     do throws(Errno) {
-      let opened = try filesystem(req).open(RequestContext(req!), node: NodeID(rawValue: ino), flags: fi!.pointee.flags)
+      let opened = try filesystem(req).open(Caller(req!), node: NodeID(rawValue: ino), flags: fi!.pointee.flags)
       apply(opened, to: fi!)
       let sent =
         if let backing = opened.backing {
@@ -201,14 +206,14 @@ nonisolated func makeOperations() -> fuse_lowlevel_ops {
         }
       if sent == -ENOENT {
         // The opener was interrupted: nobody will release this handle.
-        filesystem(req).release(RequestContext(req!), node: NodeID(rawValue: ino), handle: opened.handle)
+        filesystem(req).release(Caller(req!), node: NodeID(rawValue: ino), handle: opened.handle)
       }
     } catch { reply(req, error) }
   }
   ops.create = { req, parent, name, mode, fi in
     do throws(Errno) {
       let (entry, opened) = try filesystem(req).create(
-        RequestContext(req!), parent: NodeID(rawValue: parent), name: name!, mode: mode, flags: fi!.pointee.flags)
+        Caller(req!), parent: NodeID(rawValue: parent), name: FileName(name!), mode: mode, flags: fi!.pointee.flags)
       apply(opened, to: fi!)
       var param = fuse_entry_param()
       param.ino = entry.node.rawValue
@@ -222,7 +227,7 @@ nonisolated func makeOperations() -> fuse_lowlevel_ops {
           fuse_reply_create(req, &param, fi)
         }
       if sent == -ENOENT {
-        filesystem(req).release(RequestContext(req!), node: entry.node, handle: opened.handle)
+        filesystem(req).release(Caller(req!), node: entry.node, handle: opened.handle)
         filesystem(req).forget(entry.node, count: 1)
       }
     } catch { reply(req, error) }
@@ -230,7 +235,8 @@ nonisolated func makeOperations() -> fuse_lowlevel_ops {
   ops.read = { req, ino, size, offset, fi in
     do throws(Errno) {
       switch try filesystem(req).read(
-        RequestContext(req!), node: NodeID(rawValue: ino), handle: fi!.pointee.fh, count: size, offset: offset)
+        Caller(req!), node: NodeID(rawValue: ino), handle: FileHandle(rawValue: fi!.pointee.fh), count: size,
+        offset: offset)
       {
       case .file(let fd, let from, let count):
         _ = cfuse_reply_fd_data(req, fd, from, count)
@@ -240,61 +246,64 @@ nonisolated func makeOperations() -> fuse_lowlevel_ops {
   ops.write_buf = { req, ino, buffers, offset, fi in
     do throws(Errno) {
       let written = try filesystem(req).write(
-        RequestContext(req!), node: NodeID(rawValue: ino), handle: fi!.pointee.fh, data: WriteData(buffers: buffers!),
+        Caller(req!), node: NodeID(rawValue: ino), handle: FileHandle(rawValue: fi!.pointee.fh),
+        data: FuseWriteData(buffers: buffers!),
         offset: offset)
       fuse_reply_write(req, written)
     } catch { reply(req, error) }
   }
   ops.flush = { req, ino, fi in
     do throws(Errno) {
-      try filesystem(req).flush(RequestContext(req!), node: NodeID(rawValue: ino), handle: fi!.pointee.fh)
+      try filesystem(req).flush(Caller(req!), node: NodeID(rawValue: ino), handle: FileHandle(rawValue: fi!.pointee.fh))
       fuse_reply_err(req, 0)
     } catch { reply(req, error) }
   }
   ops.release = { req, ino, fi in
-    filesystem(req).release(RequestContext(req!), node: NodeID(rawValue: ino), handle: fi!.pointee.fh)
+    filesystem(req).release(Caller(req!), node: NodeID(rawValue: ino), handle: FileHandle(rawValue: fi!.pointee.fh))
     fuse_reply_err(req, 0)
   }
   ops.fsync = { req, ino, datasync, fi in
     do throws(Errno) {
       try filesystem(req).fsync(
-        RequestContext(req!), node: NodeID(rawValue: ino), handle: fi!.pointee.fh, dataOnly: datasync != 0)
+        Caller(req!), node: NodeID(rawValue: ino), handle: FileHandle(rawValue: fi!.pointee.fh), dataOnly: datasync != 0
+      )
       fuse_reply_err(req, 0)
     } catch { reply(req, error) }
   }
   ops.opendir = { req, ino, fi in
     do throws(Errno) {
       let opened = try filesystem(req).opendir(
-        RequestContext(req!), node: NodeID(rawValue: ino), flags: fi!.pointee.flags)
+        Caller(req!), node: NodeID(rawValue: ino), flags: fi!.pointee.flags)
       apply(opened, to: fi!)
       if fuse_reply_open(req, fi) == -ENOENT {
-        filesystem(req).releasedir(RequestContext(req!), node: NodeID(rawValue: ino), handle: opened.handle)
+        filesystem(req).releasedir(Caller(req!), node: NodeID(rawValue: ino), handle: opened.handle)
       }
     } catch { reply(req, error) }
   }
   ops.readdir = { req, ino, size, offset, fi in readdir(req, ino, size, offset, fi, plus: false) }
   ops.readdirplus = { req, ino, size, offset, fi in readdir(req, ino, size, offset, fi, plus: true) }
   ops.releasedir = { req, ino, fi in
-    filesystem(req).releasedir(RequestContext(req!), node: NodeID(rawValue: ino), handle: fi!.pointee.fh)
+    filesystem(req).releasedir(Caller(req!), node: NodeID(rawValue: ino), handle: FileHandle(rawValue: fi!.pointee.fh))
     fuse_reply_err(req, 0)
   }
   ops.fsyncdir = { req, ino, datasync, fi in
     do throws(Errno) {
       try filesystem(req).fsyncdir(
-        RequestContext(req!), node: NodeID(rawValue: ino), handle: fi!.pointee.fh, dataOnly: datasync != 0)
+        Caller(req!), node: NodeID(rawValue: ino), handle: FileHandle(rawValue: fi!.pointee.fh), dataOnly: datasync != 0
+      )
       fuse_reply_err(req, 0)
     } catch { reply(req, error) }
   }
   ops.statfs = { req, ino in
     do throws(Errno) {
-      var st = try filesystem(req).statfs(RequestContext(req!), node: NodeID(rawValue: ino))
+      var st = try filesystem(req).statfs(Caller(req!), node: NodeID(rawValue: ino))
       fuse_reply_statfs(req, &st)
     } catch { reply(req, error) }
   }
   ops.setxattr = { req, ino, name, value, size, flags in
     do throws(Errno) {
       try filesystem(req).setxattr(
-        RequestContext(req!), node: NodeID(rawValue: ino), name: name!,
+        Caller(req!), node: NodeID(rawValue: ino), name: FileName(name!),
         value: UnsafeRawBufferPointer(start: value, count: size),
         flags: flags)
       fuse_reply_err(req, 0)
@@ -303,30 +312,31 @@ nonisolated func makeOperations() -> fuse_lowlevel_ops {
   ops.getxattr = { req, ino, name, size in
     do throws(Errno) {
       replyXattr(
-        req, try filesystem(req).getxattr(RequestContext(req!), node: NodeID(rawValue: ino), name: name!), size: size)
+        req, try filesystem(req).getxattr(Caller(req!), node: NodeID(rawValue: ino), name: FileName(name!)), size: size)
     } catch { reply(req, error) }
   }
   ops.listxattr = { req, ino, size in
     do throws(Errno) {
-      replyXattr(req, try filesystem(req).listxattr(RequestContext(req!), node: NodeID(rawValue: ino)), size: size)
+      replyXattr(req, try filesystem(req).listxattr(Caller(req!), node: NodeID(rawValue: ino)), size: size)
     } catch { reply(req, error) }
   }
   ops.removexattr = { req, ino, name in
     do throws(Errno) {
-      try filesystem(req).removexattr(RequestContext(req!), node: NodeID(rawValue: ino), name: name!)
+      try filesystem(req).removexattr(Caller(req!), node: NodeID(rawValue: ino), name: FileName(name!))
       fuse_reply_err(req, 0)
     } catch { reply(req, error) }
   }
   ops.access = { req, ino, mask in
     do throws(Errno) {
-      try filesystem(req).access(RequestContext(req!), node: NodeID(rawValue: ino), mask: mask)
+      try filesystem(req).access(Caller(req!), node: NodeID(rawValue: ino), mask: mask)
       fuse_reply_err(req, 0)
     } catch { reply(req, error) }
   }
   ops.fallocate = { req, ino, mode, offset, length, fi in
     do throws(Errno) {
       try filesystem(req).fallocate(
-        RequestContext(req!), node: NodeID(rawValue: ino), handle: fi!.pointee.fh, mode: mode, offset: offset,
+        Caller(req!), node: NodeID(rawValue: ino), handle: FileHandle(rawValue: fi!.pointee.fh), mode: mode,
+        offset: offset,
         length: length)
       fuse_reply_err(req, 0)
     } catch { reply(req, error) }
@@ -336,7 +346,8 @@ nonisolated func makeOperations() -> fuse_lowlevel_ops {
       fuse_reply_lseek(
         req,
         try filesystem(req).lseek(
-          RequestContext(req!), node: NodeID(rawValue: ino), handle: fi!.pointee.fh, offset: offset, whence: whence))
+          Caller(req!), node: NodeID(rawValue: ino), handle: FileHandle(rawValue: fi!.pointee.fh), offset: offset,
+          whence: whence))
     } catch { reply(req, error) }
   }
   ops.copy_file_range = { req, inIno, inOffset, inFi, outIno, outOffset, outFi, length, flags in
@@ -344,8 +355,9 @@ nonisolated func makeOperations() -> fuse_lowlevel_ops {
       fuse_reply_write(
         req,
         try filesystem(req).copyFileRange(
-          RequestContext(req!), from: NodeID(rawValue: inIno), handle: inFi!.pointee.fh, offset: inOffset,
-          to: NodeID(rawValue: outIno), handle: outFi!.pointee.fh, offset: outOffset, count: length, flags: flags))
+          Caller(req!), from: NodeID(rawValue: inIno), handle: FileHandle(rawValue: inFi!.pointee.fh), offset: inOffset,
+          to: NodeID(rawValue: outIno), handle: FileHandle(rawValue: outFi!.pointee.fh), offset: outOffset,
+          count: length, flags: flags))
     } catch { reply(req, error) }
   }
   return ops

@@ -1,5 +1,6 @@
 import CFuse
 import CFuseDevice
+import FilesystemInterface
 import Posix
 
 #if canImport(Glibc)
@@ -28,7 +29,7 @@ public final class FuseSession {
   private var mounted = false
 
   /// Creates a session for `filesystem` with libfuse `-o` options.
-  public init(filesystem: any FuseFilesystem, configuration: FuseConfiguration, options: [String])
+  public init(filesystem: any Filesystem, configuration: FuseConfiguration, options: [String])
     throws(FuseSessionError)
   {
     let box = Unmanaged.passRetained(FilesystemBox(filesystem, configuration))
@@ -61,7 +62,7 @@ public final class FuseSession {
     if configuration.passthrough { wanted |= UInt32(CFUSE_DEVICE_PASSTHROUGH) }
     guard cfuse_device_install(session, wanted) == 0 else { throw .mountFailed(mountpoint) }
     cfuse_device_set_busy_poll(configuration.busyPollMicroseconds)
-    box.takeUnretainedValue().filesystem.mounted(notifier: KernelNotifier(session: session))
+    box.takeUnretainedValue().filesystem.mounted(notifier: FuseKernelNotifier(session: session))
   }
 
   /// The descriptor of `/dev/fuse` for this session.

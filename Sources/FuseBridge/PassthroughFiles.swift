@@ -1,29 +1,23 @@
 import CFuseDevice
-
-/// A backing file registered with the kernel for FUSE passthrough: an open file whose
-/// reply carries it has its reads and writes served by the kernel from the backing file.
-public struct BackingID: Hashable, Sendable {
-  public let rawValue: Int32
-}
+import FilesystemInterface
 
 /// Registers backing files for passthrough opens (Linux ≥ 6.9, a daemon with
-/// CAP_SYS_ADMIN). Thread-safe; the process's one session decides availability at INIT.
-public struct PassthroughFiles: Sendable {
-  public init() {}
-
+/// CAP_SYS_ADMIN) on `/dev/fuse`. Thread-safe; the process's one session decides
+/// availability at INIT.
+struct FusePassthroughFiles: PassthroughFiles {
   /// True once the kernel agreed to passthrough at INIT (always false before).
-  public var isAvailable: Bool { cfuse_device_negotiated() & UInt32(CFUSE_DEVICE_PASSTHROUGH) != 0 }
+  var isAvailable: Bool { cfuse_device_negotiated() & UInt32(CFUSE_DEVICE_PASSTHROUGH) != 0 }
 
   /// Registers `fd` (an open backing file; the kernel takes its own reference).
   /// - Returns: nil when the kernel refuses (then `isAvailable` turns false: the daemon
   ///   lacks CAP_SYS_ADMIN, or the backing filesystem cannot be stacked on).
-  public func register(_ fd: Int32) -> BackingID? {
+  func register(_ fd: Int32) -> BackingID? {
     let id = cfuse_device_backing_open(fd)
     return id > 0 ? BackingID(rawValue: id) : nil
   }
 
   /// Drops the registration (open files that use it keep it until they are released).
-  public func unregister(_ id: BackingID) {
+  func unregister(_ id: BackingID) {
     cfuse_device_backing_close(id.rawValue)
   }
 }

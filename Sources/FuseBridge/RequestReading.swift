@@ -1,4 +1,5 @@
 import CFuseDevice
+import FilesystemInterface
 
 /// Requests are read by one worker thread at a time, which serves the quick ones itself
 /// (CFuseDevice's reader.c) and polls for the next request before it sleeps, while requests
@@ -14,4 +15,17 @@ public enum RequestReading {
     let stats = cfuse_device_busy_poll_stats()
     return (stats.microseconds, stats.polled, stats.waited)
   }
+}
+
+/// The FUSE session's services to the filesystem: passthrough registrations on
+/// `/dev/fuse` and the device reader's hand-off and busy-poll counters.
+public struct FuseDriver: FilesystemDriver {
+  /// The driver of the process's one FUSE session.
+  public init() {}
+
+  public var passthrough: any PassthroughFiles { FusePassthroughFiles() }
+
+  public func handOff() { RequestReading.handOff() }
+
+  public var busyPoll: (microseconds: UInt32, polled: UInt64, waited: UInt64) { RequestReading.busyPoll }
 }

@@ -25,11 +25,14 @@ public enum ThreadCredentials {
       _ = cposix_setfsgid(0)
       _ = cposix_thread_setgroups(0, nil)
     }
+    let injected = SyscallFaults.injected(.setfsuid) != nil  // as if a switch had not taken
     let grouped = cposix_thread_setgroups(groups.count, groups.baseAddress) == 0
     _ = cposix_setfsgid(gid)
     _ = cposix_setfsuid(uid)
     // An invalid id changes nothing and returns the current one.
-    guard grouped, cposix_setfsgid(gid_t.max) == gid, cposix_setfsuid(uid_t.max) == uid else { throw .ioError }
+    guard !injected, grouped, cposix_setfsgid(gid_t.max) == gid, cposix_setfsuid(uid_t.max) == uid else {
+      throw .ioError
+    }
     return try body()
   }
 }

@@ -38,6 +38,7 @@ public enum Sys {
   public static func openat(
     _ dir: Int32, _ name: UnsafePointer<CChar>, _ flags: Int32, _ mode: mode_t = 0
   ) throws(Errno) -> Int32 {
+    try SyscallFaults.check(.openat, name: name)
     do throws(Errno) {
       return try retryingEINTR { cposix_openat(dir, name, flags, mode) }
     } catch  where error == .notPermitted && flags & Linux.openNoAccessTime != 0 {
@@ -66,6 +67,7 @@ public enum Sys {
   /// `fstatat(2)`.
   @inlinable
   public static func fstatat(_ dir: Int32, _ name: UnsafePointer<CChar>, _ flags: Int32) throws(Errno) -> stat {
+    try SyscallFaults.check(.fstatat, name: name)
     var st = stat()
     try check(Glibc.fstatat(dir, name, &st, flags))
     return st
@@ -74,6 +76,7 @@ public enum Sys {
   /// `fstat` of any descriptor, `O_PATH` ones included (`fstatat` with `AT_EMPTY_PATH`).
   @inlinable
   public static func fstat(_ fd: Int32) throws(Errno) -> stat {
+    try SyscallFaults.check(.fstat)
     var st = stat()
     try check(Glibc.fstatat(fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW))
     return st
@@ -82,6 +85,7 @@ public enum Sys {
   /// `mkdirat(2)`.
   @inlinable
   public static func mkdirat(_ dir: Int32, _ name: UnsafePointer<CChar>, _ mode: mode_t) throws(Errno) {
+    try SyscallFaults.check(.mkdirat, name: name)
     try check(Glibc.mkdirat(dir, name, mode))
   }
 
@@ -111,6 +115,7 @@ public enum Sys {
   /// `unlinkat(2)`.
   @inlinable
   public static func unlinkat(_ dir: Int32, _ name: UnsafePointer<CChar>, _ flags: Int32) throws(Errno) {
+    try SyscallFaults.check(.unlinkat, name: name)
     try check(Glibc.unlinkat(dir, name, flags))
   }
 
@@ -119,6 +124,7 @@ public enum Sys {
   public static func renameat2(
     _ oldDir: Int32, _ oldName: UnsafePointer<CChar>, _ newDir: Int32, _ newName: UnsafePointer<CChar>, _ flags: UInt32
   ) throws(Errno) {
+    try SyscallFaults.check(.renameat2, name: oldName)
     try check(cposix_renameat2(oldDir, oldName, newDir, newName, flags))
   }
 
@@ -193,6 +199,7 @@ public enum Sys {
   /// `ftruncate(2)`.
   @inlinable
   public static func ftruncate(_ fd: Int32, _ size: off_t) throws(Errno) {
+    try SyscallFaults.check(.ftruncate)
     _ = try retryingEINTR { Glibc.ftruncate(fd, size) }
   }
 
@@ -223,6 +230,7 @@ public enum Sys {
   /// `fallocate(2)`.
   @inlinable
   public static func fallocate(_ fd: Int32, _ mode: Int32, _ offset: off_t, _ length: off_t) throws(Errno) {
+    try SyscallFaults.check(.fallocate)
     _ = try retryingEINTR { cposix_fallocate(fd, mode, offset, length) }
   }
 

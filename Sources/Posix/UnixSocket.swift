@@ -29,7 +29,8 @@ public enum UnixSocket {
 
   /// Accepts one connection (close-on-exec).
   public static func accept(_ fd: Int32) throws(Errno) -> Int32 {
-    try retryingEINTR { cposix_accept_cloexec(fd) }
+    try SyscallFaults.check(.accept)
+    return try retryingEINTR { cposix_accept_cloexec(fd) }
   }
 
   /// Connects to the socket at `path`.

@@ -85,6 +85,7 @@ public enum Xattr {
 
   /// Sets `name` through a descriptor open for I/O (`fsetxattr`: no path resolution).
   public static func set(openFile fd: Int32, name: String, value: [UInt8]) throws(Errno) {
+    try SyscallFaults.check(.setxattr)
     guard cposix_fsetxattr(fd, name, value, value.count, 0) == 0 else { throw Errno.current }
   }
 
@@ -97,6 +98,7 @@ public enum Xattr {
   public static func set(_ fd: Int32, _ name: UnsafePointer<CChar>, _ value: UnsafeRawBufferPointer, flags: Int32)
     throws(Errno)
   {
+    try SyscallFaults.check(.setxattr)
     var path = ProcPath(fd)
     try path.withCString { (p) throws(Errno) in
       try check(cposix_setxattr(p, name, value.baseAddress, value.count, flags))

@@ -1,0 +1,31 @@
+/// Tells the kernel to forget what it cached, after the filesystem changed something
+/// behind its back (a purge) or must stop serving cached content (a lock). The FUSE bridge
+/// implements it with libfuse's notifications; tests record the calls.
+///
+/// Never call it from a thread that is serving a request on a related node: the kernel
+/// may wait for that request while holding locks the notification needs.
+public protocol KernelNotifier: Sendable {
+  /// Drops the cached name `name` in `parent` (and the child's dentry).
+  /// - Returns: 0, or a negative errno (e.g. `-ENOENT`: nothing was cached).
+  @discardableResult
+  func invalidateEntry(parent: NodeID, name: [UInt8]) -> Int32
+
+  /// Tells the kernel that `name` in `parent`, which was `child`, is gone.
+  /// - Returns: 0, or a negative errno.
+  @discardableResult
+  func delete(parent: NodeID, child: NodeID, name: [UInt8]) -> Int32
+
+  /// Writes back and drops the cached pages (and attributes) of `node`.
+  /// - Parameters:
+  ///   - offset: first byte; with `length` 0, to the end of the file.
+  ///   - length: bytes, 0 for all; negative: attributes only.
+  /// - Returns: 0, or a negative errno.
+  @discardableResult
+  func invalidateInode(_ node: NodeID, offset: Int64, length: Int64) -> Int32
+}
+
+extension KernelNotifier {
+  /// Writes back and drops all cached pages (and attributes) of `node`.
+  @discardableResult
+  public func invalidateInode(_ node: NodeID) -> Int32 { invalidateInode(node, offset: 0, length: 0) }
+}

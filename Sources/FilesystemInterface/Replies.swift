@@ -1,0 +1,69 @@
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// The reply to lookup-like requests.
+public struct Entry {
+  /// The node id the kernel will use for this entry (0 for a cached negative entry).
+  public var node: NodeID
+  /// Attributes; `st_ino` is what programs see.
+  public var attributes: stat
+  /// How long the kernel may cache the name.
+  public var entryTimeout: Double
+  /// How long the kernel may cache the attributes.
+  public var attributeTimeout: Double
+
+  /// Creates an entry reply.
+  public init(node: NodeID, attributes: stat, entryTimeout: Double, attributeTimeout: Double) {
+    self.node = node
+    self.attributes = attributes
+    self.entryTimeout = entryTimeout
+    self.attributeTimeout = attributeTimeout
+  }
+}
+
+/// A backing file registered with the kernel for passthrough (``PassthroughFiles``): an
+/// open file whose reply carries it has its reads and writes served by the kernel.
+public struct BackingID: Hashable, Sendable {
+  /// The kernel's id for the registration.
+  public let rawValue: Int32
+  /// Wraps a registration id.
+  public init(rawValue: Int32) { self.rawValue = rawValue }
+}
+
+/// The reply to open-like requests.
+public struct OpenedFile {
+  /// The handle the kernel passes back on every request on this open file.
+  public var handle: FileHandle
+  /// Keep the kernel's page cache from an earlier open (the file did not change).
+  public var keepCache: Bool = false
+  /// Bypass the page cache for this open file.
+  public var directIO: Bool = false
+  /// Let the kernel cache directory listings of this handle.
+  public var cacheDirectory: Bool = false
+  /// The kernel need not send `flush` on each close of this file (`FOPEN_NOFLUSH`).
+  public var noFlush: Bool = false
+  /// The kernel serves reads and writes from this backing file (`FOPEN_PASSTHROUGH`; the
+  /// cache flags do not apply).
+  public var backing: BackingID?
+
+  /// Creates an open reply.
+  public init(
+    handle: FileHandle, keepCache: Bool = false, directIO: Bool = false, cacheDirectory: Bool = false,
+    noFlush: Bool = false,
+    backing: BackingID? = nil
+  ) {
+    self.handle = handle
+    self.backing = backing
+    self.keepCache = keepCache
+    self.directIO = directIO
+    self.cacheDirectory = cacheDirectory
+    self.noFlush = noFlush
+  }
+}
+
+/// What a read replies with.
+public enum ReadData {
+  /// `count` bytes of `fd` from `offset` (the FUSE bridge may splice them).
+  case file(fd: Int32, offset: off_t, count: Int)
+}

@@ -1,0 +1,93 @@
+import FilesystemInterface
+import Posix
+import Synchronization
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// A driver without a kernel: no passthrough, nothing to hand off.
+struct InMemoryDriver: FilesystemDriver {
+  var passthrough: any PassthroughFiles { NoPassthrough() }
+  func handOff() {}
+  var busyPoll: (microseconds: UInt32, polled: UInt64, waited: UInt64) { (0, 0, 0) }
+}
+
+/// Passthrough is never available outside a FUSE session.
+struct NoPassthrough: PassthroughFiles {
+  var isAvailable: Bool { false }
+  func register(_ fd: Int32) -> BackingID? { nil }
+  func unregister(_ id: BackingID) {}
+}
+
+/// Records the kernel notifications the filesystem sends.
+final class RecordingNotifier: KernelNotifier {
+  /// One notification.
+  enum Call: Equatable {
+    case invalidateEntry(parent: NodeID, name: [UInt8])
+    case delete(parent: NodeID, child: NodeID, name: [UInt8])
+    case invalidateInode(NodeID)
+  }
+
+  private let recorded = Mutex<[Call]>([])
+
+  /// What was sent so far.
+  var calls: [Call] { recorded.withLock { $0 } }
+
+  /// The names that were invalidated or deleted, as strings.
+  var names: [String] {
+    calls.compactMap {
+      switch $0 {
+      case .invalidateEntry(_, let name), .delete(_, _, let name): String(decoding: name, as: UTF8.self)
+      case .invalidateInode: nil
+      }
+    }
+  }
+
+  func invalidateEntry(parent: NodeID, name: [UInt8]) -> Int32 {
+    recorded.withLock { $0.append(.invalidateEntry(parent: parent, name: name)) }
+    return 0
+  }
+
+  func delete(parent: NodeID, child: NodeID, name: [UInt8]) -> Int32 {
+    recorded.withLock { $0.append(.delete(parent: parent, child: child, name: name)) }
+    return 0
+  }
+
+  func invalidateInode(_ node: NodeID, offset: Int64, length: Int64) -> Int32 {
+    recorded.withLock { $0.append(.invalidateInode(node)) }
+    return 0
+  }
+}
+
+/// A write request's bytes held in memory.
+struct ByteWriteData: WriteData {
+  let bytes: [UInt8]
+
+  var count: Int { bytes.count }
+
+  func write(to fd: Int32, at offset: off_t, limit: Int?) throws(Errno) -> Int {
+    let count = min(limit ?? bytes.count, bytes.count)
+    return try bytes.withUnsafeBytes { all in
+      Result { () throws(Errno) in try Sys.pwrite(fd, UnsafeRawBufferPointer(rebasing: all[..<count]), offset) }
+    }.get()
+  }
+}
+
+/// A readdir reply as a list of names.
+struct ListFiller: DirectoryFiller {
+  let plus: Bool
+  var names: [[UInt8]] = []
+  var entries: [Entry] = []
+
+  mutating func add(name: FileName, attributes: stat, nextOffset: off_t) -> Bool {
+    names.append(name.bytes)
+    return true
+  }
+
+  mutating func add(name: FileName, entry: Entry, nextOffset: off_t) -> Bool {
+    names.append(name.bytes)
+    entries.append(entry)
+    return true
+  }
+}
