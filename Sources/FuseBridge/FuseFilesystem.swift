@@ -88,13 +88,29 @@ public struct Entry {
   public var entryTimeout: Double
   /// How long the kernel may cache the attributes.
   public var attributeTimeout: Double
+  /// The node's generation: file handles carry it with the node id, and the kernel
+  /// refuses (ESTALE) a handle whose generation is not the node's. Every entry of one
+  /// node must carry the same; the root's is 0.
+  public var generation: UInt64
 
   /// Creates an entry reply.
-  public init(node: NodeID, attributes: stat, entryTimeout: Double, attributeTimeout: Double) {
+  public init(node: NodeID, attributes: stat, entryTimeout: Double, attributeTimeout: Double, generation: UInt64 = 0) {
     self.node = node
     self.attributes = attributes
     self.entryTimeout = entryTimeout
     self.attributeTimeout = attributeTimeout
+    self.generation = generation
+  }
+
+  /// libfuse's form of this entry.
+  var parameters: fuse_entry_param {
+    var param = fuse_entry_param()
+    param.ino = node.rawValue
+    param.generation = generation
+    param.attr = attributes
+    param.attr_timeout = attributeTimeout
+    param.entry_timeout = entryTimeout
+    return param
   }
 }
 
@@ -189,7 +205,10 @@ public struct SetAttributes: OptionSet, Sendable {
 public protocol FuseFilesystem: AnyObject, Sendable {
   /// The mount is up; `notifier` can invalidate the kernel's caches from now on.
   func mounted(notifier: KernelNotifier)
-  /// `lookup`: +1 lookup on the returned node.
+  /// `lookup`: +1 lookup on the returned node. Filesystems get FUSE_CAP_EXPORT_SUPPORT,
+  /// so `name` may also be "." (resolving a file handle: `parent` is then any node id the
+  /// kernel once had, perhaps forgotten since, and must be that node or ESTALE) or ".."
+  /// (the parent of the held directory `parent`).
   func lookup(_ ctx: RequestContext, parent: NodeID, name: UnsafePointer<CChar>) throws(Errno) -> Entry
   /// `forget` / `forget_multi`: the kernel dropped `count` lookups of `node`.
   func forget(_ node: NodeID, count: UInt64)

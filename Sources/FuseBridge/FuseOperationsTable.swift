@@ -40,11 +40,7 @@ private func reply(_ req: fuse_req_t?, _ error: Errno) {
 
 @inline(__always)
 private func reply(_ req: fuse_req_t?, _ entry: Entry) {
-  var param = fuse_entry_param()
-  param.ino = entry.node.rawValue
-  param.attr = entry.attributes
-  param.attr_timeout = entry.attributeTimeout
-  param.entry_timeout = entry.entryTimeout
+  var param = entry.parameters
   fuse_reply_entry(req, &param)
 }
 
@@ -210,11 +206,7 @@ nonisolated func makeOperations() -> fuse_lowlevel_ops {
       let (entry, opened) = try filesystem(req).create(
         RequestContext(req!), parent: NodeID(rawValue: parent), name: name!, mode: mode, flags: fi!.pointee.flags)
       apply(opened, to: fi!)
-      var param = fuse_entry_param()
-      param.ino = entry.node.rawValue
-      param.attr = entry.attributes
-      param.attr_timeout = entry.attributeTimeout
-      param.entry_timeout = entry.entryTimeout
+      var param = entry.parameters
       let sent =
         if let backing = opened.backing {
           cfuse_reply_create_backing(req, &param, fi, backing.rawValue)
