@@ -107,6 +107,20 @@ struct CLITests {
     #expect(try scratch.snapshot() == before)
   }
 
+  @Test(
+    "a bad --handles value exits 65 and says what is accepted; nothing is mounted",
+    arguments: ["abc", "-1", "1073741825", "1M", ""])
+  func badHandles(value: String) throws {
+    let scratch = try Scratch()
+    try check(mkdir(scratch.root + "/mnt", 0o755), "mkdir mnt")
+    let before = try scratch.snapshot()
+    let result = try Self.appbox("mount", "--backing", scratch.backing, "--handles", value, scratch.root + "/mnt")
+    #expect(result.status == 65, "\(result.error)")
+    #expect(result.error.contains("--handles") && result.error.contains("0 to 1073741824"), "\(result.error)")
+    #expect(!MountFixture.isMounted(scratch.root + "/mnt"))
+    #expect(try scratch.snapshot() == before)
+  }
+
   @Test("a missing backing directory exits 66 and is not created")
   func missingBacking() throws {
     let scratch = try Scratch()
