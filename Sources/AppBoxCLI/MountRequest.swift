@@ -65,7 +65,7 @@ struct MountRequest {
                                   cannot become class A or CX while open: EBUSY)
       --handles COUNT             forgotten files whose file handles (name_to_handle_at,
                                   NFS) stay valid, least recently forgotten dropped
-                                  first (default 1048576, about 100 bytes each; 0 = none)
+                                  first (default 262144, about 120 bytes each; 0 = none)
       --busy-poll MICROSECONDS    while a program's requests come back to back, poll
                                   this long for the next before sleeping (default 30,
                                   or 0 on a single CPU; 0 = never, at most 1000)
