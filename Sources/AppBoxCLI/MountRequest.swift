@@ -37,6 +37,9 @@ struct MountRequest {
   static let reservedOptions: Set<String> = ["fsname", "subtype"]
   /// The smallest `--capacity`: room for the layout's directories and some files.
   static let minimumCapacity: Int64 = 1 << 20
+  /// The most forgotten nodes `--handles` may retain (slots are 32-bit).
+  static let handlesLimit = 1 << 30
+
   /// The longest duration an option takes (100 years, in seconds).
   static let maximumDuration: Double = 36_500 * 86_400
 
@@ -60,6 +63,9 @@ struct MountRequest {
                                   kernel reads files opened read-only straight from
                                   the backing file, Linux 6.9+ as root; such a file
                                   cannot become class A or CX while open: EBUSY)
+      --handles COUNT             forgotten files whose file handles (name_to_handle_at,
+                                  NFS) stay valid, least recently forgotten dropped
+                                  first (default 262144, about 120 bytes each; 0 = none)
       --busy-poll MICROSECONDS    while a program's requests come back to back, poll
                                   this long for the next before sleeping (default 30,
                                   or 0 on a single CPU; 0 = never, at most 1000)
@@ -103,6 +109,12 @@ struct MountRequest {
           throw CLIError(.badValue, "--busy-poll \(text): not a number of microseconds from 0 to \(busyPollLimit)")
         }
         request.busyPollMicroseconds = microseconds
+      case "--handles":
+        let text = try value(argument)
+        guard let count = Int(text), count >= 0, count <= handlesLimit else {
+          throw CLIError(.badValue, "--handles \(text): not a count from 0 to \(handlesLimit)")
+        }
+        request.sandbox.retainedHandles = count
       case "--grace": request.sandbox.gracePeriod = try duration(argument, try value(argument))
       case "--cx-timeout": request.sandbox.inactivityTimeout = try duration(argument, try value(argument))
       case "--tmp-max-age": request.sandbox.tmpMaxAge = try duration(argument, try value(argument))

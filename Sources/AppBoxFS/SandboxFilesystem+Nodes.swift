@@ -12,8 +12,12 @@ extension SandboxFilesystem {
   /// `lookup`: +1 lookup on the found node. A missing name is a negative entry the kernel
   /// may cache (every change goes through the mount); in Caches or tmp, a miss of a name
   /// purged recently is the purge's cost to the app (``notePurgeCost(_:_:in:)``).
+  /// "." and ".." come from file handles (``lookupHandle(_:)``, ``lookupParent(of:)``).
   public func lookup(_ ctx: Caller, parent: NodeID, name: FileName) throws(Errno) -> Entry {
+    let dots = Self.dots(name)
+    if dots.dot { return try lookupHandle(parent) }
     let directory = inodes.inode(parent)
+    if dots.dotDot { return try lookupParent(of: directory) }
     do throws(Errno) {
       return try lookupEntry(in: directory, name: name)
     } catch  where error == .noEntry {
@@ -26,9 +30,10 @@ extension SandboxFilesystem {
 
   /// `forget`: -count lookups. A dropped inode's allocation is measured one last time, so
   /// that what the backing filesystem allocated since (say, at writeback) is charged
-  /// before the next lookup starts from a fresh measurement.
+  /// before the next lookup starts from a fresh measurement; its handle is retained.
   public func forget(_ node: NodeID, count: UInt64) {
-    if let dropped = inodes.forget(node, count: count), dropped.isRegularFile {
+    let retaining = retainedRecord(node, dropping: count)
+    if let dropped = inodes.forget(node, count: count, retaining: retaining), dropped.isRegularFile {
       account(dropped, fd: dropped.fd)
     }
   }

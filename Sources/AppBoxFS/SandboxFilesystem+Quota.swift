@@ -146,7 +146,9 @@ extension SandboxFilesystem {
     var groups: [[[UInt8]]: [Int]] = [:]
     for (index, components) in plan.directories.enumerated() { groups[components, default: []].append(index) }
     let work = Array(groups)
-    let removed = Mutex<[(index: Int, cached: Inode?, bytes: Int64)]>([])
+    // `directory`: the backing inode of the directory the name was unlinked from, which
+    // the kernel is told about (the catalog's record of it may be out of date).
+    let removed = Mutex<[(index: Int, cached: Inode?, bytes: Int64, directory: UInt64?)]>([])
     DispatchQueue.concurrentPerform(iterations: work.count) { group in
       let (components, indices) = work[group]
       guard let directoryFD = openDirectory(components) else {
@@ -154,14 +156,15 @@ extension SandboxFilesystem {
         return
       }
       defer { Sys.close(directoryFD) }
-      var done: [(index: Int, cached: Inode?, bytes: Int64)] = []
+      let directory = (try? Sys.fstat(directoryFD)).map { UInt64($0.st_ino) }
+      var done: [(index: Int, cached: Inode?, bytes: Int64, directory: UInt64?)] = []
       for index in indices {
         let victim = plan.victims[index]
         guard storage.commit(victim.ino) else { continue }  // an open took it back
         switch unlinkVictim(victim, in: directoryFD) {
         case .unlinked(let cached, let bytes):
           storage.finish(victim.ino, bytes: bytes)
-          done.append((index, cached, bytes))
+          done.append((index, cached, bytes, directory))
         case .changed:
           storage.abandon(victim.ino)
         case .failed(let error):
@@ -192,8 +195,10 @@ extension SandboxFilesystem {
       guard let notifier = notifier.withLock({ $0 }) else { return }
       for item in purged {
         let victim = plan.victims[item.index]
-        guard let parentIno = victim.parent.directoryInode ?? domainRoots[victim.domain],
-          let parent = inodes.existing(backingInode: parentIno)
+        // Only about a directory the kernel holds: a notification about anything else
+        // fails (ENOTDIR), and the kernel has no entry to drop then anyway.
+        guard let parentIno = item.directory, let parent = inodes.existing(backingInode: parentIno),
+          parent.isDirectory
         else { continue }
         if let child = item.cached {
           notifier.delete(parent: inodes.node(parent), child: inodes.node(child), name: victim.name)

@@ -42,6 +42,7 @@ extension SandboxFilesystem {
         ("refusals", refusals),
         ("purgeCost", purgeCost),
         ("nodes", String(inodes.count)),
+        ("retainedHandles", String(inodes.retainedCount)),
         ("descriptorLimit", String(ResourceLimits.openFiles)),
         ("passthrough", passthrough.isAvailable ? "true" : "false"),
         ("passthroughFiles", String(passthroughFiles.load(ordering: .relaxed))),

@@ -31,6 +31,14 @@ public final class SandboxFilesystem: Filesystem {
   let backingPath: [UInt8]
   /// Backing inode numbers of the purgeable domains' top directories.
   let domainRoots: [StorageDomain: UInt64]
+  /// The fixed directories by backing inode number (they are never removed or renamed).
+  let fixedDirectories: [UInt64: SandboxLayout.FixedDirectory]
+  /// A readable descriptor of the backing root, for opening backing files by handle
+  /// (the kernel does not take an `O_PATH` one there); -1 where that is not allowed.
+  let handleMountFD: Int32
+  /// Every entry's generation but the root's (0): new at each mount, so that a file
+  /// handle from an earlier mount is stale even where its node id is given out again.
+  let generation = UInt64(UInt32.random(in: 1...UInt32.max))
   /// Set once the mount is up.
   let notifier = Mutex<(any KernelNotifier)?>(nil)
   /// Held while a lock-state change takes effect (``changeState(_:)``): one at a time.
@@ -72,14 +80,16 @@ public final class SandboxFilesystem: Filesystem {
       Sys.close(rootFD)
       throw error
     }
+    handleMountFD = Self.handleMountDescriptor(rootFD)
     inodes = InodeTable(
-      root: Inode(node: .root, fd: rootFD, attributes: rootStat, fixed: nil, domain: .root, lookups: 1))
+      root: Inode(node: .root, fd: rootFD, attributes: rootStat, fixed: nil, domain: .root, lookups: 1),
+      retainedLimit: handleMountFD >= 0 ? options.retainedHandles : 0)
     self.configuration = configuration
     self.driver = driver
     passthrough = driver.passthrough
     self.options = options
     backingPath = Array(backingDirectory.utf8)
-    domainRoots = try Self.createLayout(in: rootFD)
+    (domainRoots, fixedDirectories) = try Self.createLayout(in: rootFD)
     try DefaultProtection.adopt(options.defaultProtection, rootFD: rootFD)
     let (ledger, catalog) = try BackingScan.run(rootFD: rootFD, capacity: options.capacity)
     storage = StorageState(ledger: ledger, catalog: catalog, waterMarks: options.waterMarks)
@@ -89,9 +99,13 @@ public final class SandboxFilesystem: Filesystem {
 
   /// Creates every fixed directory that is missing; refuses a fixed name that is not a
   /// directory (or is a symlink), changing nothing.
-  /// - Returns: the backing inode numbers of the purgeable domains' top directories.
-  static func createLayout(in rootFD: Int32) throws(Errno) -> [StorageDomain: UInt64] {
+  /// - Returns: the backing inode numbers of the purgeable domains' top directories, and
+  ///   every fixed directory by its backing inode number.
+  static func createLayout(in rootFD: Int32) throws(Errno) -> (
+    [StorageDomain: UInt64], [UInt64: SandboxLayout.FixedDirectory]
+  ) {
     var roots: [StorageDomain: UInt64] = [:]
+    var fixed: [UInt64: SandboxLayout.FixedDirectory] = [:]
     for directory in SandboxLayout.creationOrder {
       var dirFD = try Sys.dup(rootFD)
       defer { Sys.close(dirFD) }
@@ -109,11 +123,11 @@ public final class SandboxFilesystem: Filesystem {
         Sys.close(dirFD)
         dirFD = next
       }
-      if directory.domain.isPurgeable {
-        roots[directory.domain] = UInt64(try Sys.fstat(dirFD).st_ino)
-      }
+      let inode = UInt64(try Sys.fstat(dirFD).st_ino)
+      fixed[inode] = directory
+      if directory.domain.isPurgeable { roots[directory.domain] = inode }
     }
-    return roots
+    return (roots, fixed)
   }
 
   public func mounted(notifier: any KernelNotifier) {
@@ -149,7 +163,8 @@ public final class SandboxFilesystem: Filesystem {
   func entry(_ inode: Inode, _ attributes: stat) -> Entry {
     Entry(
       node: inodes.node(inode), attributes: attributes, entryTimeout: configuration.entryTimeout,
-      attributeTimeout: configuration.attributeTimeout(for: attributes))
+      attributeTimeout: configuration.attributeTimeout(for: attributes),
+      generation: inode === inodes.root ? 0 : generation)
   }
 
   /// Looks `name` up in `parent` and takes one lookup on the result.
@@ -165,7 +180,7 @@ public final class SandboxFilesystem: Filesystem {
       ? SandboxLayout.fixedDirectory(named: name, in: layoutParent(parent)) : nil
     let inode = inodes.remember(
       fd: fd, attributes: attributes, fixed: fixed, domain: fixed?.domain ?? parent.domain, parent: inodes.node(parent),
-      name: name)
+      name: name)!  // no expected node id: always an inode
     if inodes.count > descriptorBudget { releaseDescriptors() }
     return entry(inode, attributes)
   }

@@ -23,6 +23,10 @@ public struct SandboxOptions: Sendable {
   /// backing files and directories with `O_NOATIME`.
   public var noAccessTime = false
 
+  /// How many forgotten files keep valid file handles (``InodeTable``), about 120 bytes
+  /// each (measured); 0: a handle is stale once the kernel forgets its inode.
+  public var retainedHandles = 1 << 18
+
   /// The defaults: 4 GiB, class C, UNLOCKED at mount, 10 s grace, 60 s CX timeout.
   public init() {}
 }

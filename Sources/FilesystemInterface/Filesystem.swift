@@ -16,7 +16,10 @@ import Posix
 public protocol Filesystem: AnyObject, Sendable {
   /// The mount is up; `notifier` can invalidate the kernel's caches from now on.
   func mounted(notifier: any KernelNotifier)
-  /// `lookup`: +1 lookup on the returned node.
+  /// `lookup`: +1 lookup on the returned node. Drivers offer file handles
+  /// (FUSE_CAP_EXPORT_SUPPORT), so `name` may also be "." (resolving a file handle:
+  /// `parent` is then any node id the kernel once had, perhaps forgotten since, and must be
+  /// that node or ESTALE) or ".." (the parent of the held directory `parent`).
   func lookup(_ ctx: Caller, parent: NodeID, name: FileName) throws(Errno) -> Entry
   /// `forget` / `forget_multi`: the kernel dropped `count` lookups of `node`.
   func forget(_ node: NodeID, count: UInt64)

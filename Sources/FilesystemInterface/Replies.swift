@@ -12,13 +12,18 @@ public struct Entry {
   public var entryTimeout: Double
   /// How long the kernel may cache the attributes.
   public var attributeTimeout: Double
+  /// The node's generation: file handles carry it with the node id, and the kernel
+  /// refuses (ESTALE) a handle whose generation is not the node's. Every entry of one
+  /// node must carry the same; the root's is 0.
+  public var generation: UInt64
 
   /// Creates an entry reply.
-  public init(node: NodeID, attributes: stat, entryTimeout: Double, attributeTimeout: Double) {
+  public init(node: NodeID, attributes: stat, entryTimeout: Double, attributeTimeout: Double, generation: UInt64 = 0) {
     self.node = node
     self.attributes = attributes
     self.entryTimeout = entryTimeout
     self.attributeTimeout = attributeTimeout
+    self.generation = generation
   }
 }
 

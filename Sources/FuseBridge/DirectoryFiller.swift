@@ -30,11 +30,7 @@ struct FuseDirectoryFiller: DirectoryFiller, ~Copyable {
   }
 
   mutating func add(name: FileName, entry: Entry, nextOffset: off_t) -> Bool {
-    var param = fuse_entry_param()
-    param.ino = entry.node.rawValue
-    param.attr = entry.attributes
-    param.attr_timeout = entry.attributeTimeout
-    param.entry_timeout = entry.entryTimeout
+    var param = entry.parameters
     let remaining = buffer.count - used
     let needed = fuse_add_direntry_plus(
       request, buffer.baseAddress!.advanced(by: used).assumingMemoryBound(to: CChar.self), remaining, name.cString,

@@ -49,6 +49,9 @@ public struct FuseConfiguration: Sendable {
     // daemon applies it as a local filesystem does, not under a default ACL
     // (Caller.asCreator).
     want |= capable & cfuse_cap_dont_mask()
+    // File handles (name_to_handle_at, NFS exports) outlive the kernel's inode: it looks a
+    // forgotten node up again as "." in it, and a directory's parent as "..".
+    want |= capable & cfuse_cap_export_support()
     // Read replies move file pages into the device by splice instead of copying.
     want |= capable & (cfuse_cap_splice_write() | cfuse_cap_splice_move())
     conn.pointee.want = want

@@ -41,11 +41,7 @@ private func reply(_ req: fuse_req_t?, _ error: Errno) {
 
 @inline(__always)
 private func reply(_ req: fuse_req_t?, _ entry: Entry) {
-  var param = fuse_entry_param()
-  param.ino = entry.node.rawValue
-  param.attr = entry.attributes
-  param.attr_timeout = entry.attributeTimeout
-  param.entry_timeout = entry.entryTimeout
+  var param = entry.parameters
   fuse_reply_entry(req, &param)
 }
 
@@ -215,11 +211,7 @@ nonisolated func makeOperations() -> fuse_lowlevel_ops {
       let (entry, opened) = try filesystem(req).create(
         Caller(req!), parent: NodeID(rawValue: parent), name: FileName(name!), mode: mode, flags: fi!.pointee.flags)
       apply(opened, to: fi!)
-      var param = fuse_entry_param()
-      param.ino = entry.node.rawValue
-      param.attr = entry.attributes
-      param.attr_timeout = entry.attributeTimeout
-      param.entry_timeout = entry.entryTimeout
+      var param = entry.parameters
       let sent =
         if let backing = opened.backing {
           cfuse_reply_create_backing(req, &param, fi, backing.rawValue)

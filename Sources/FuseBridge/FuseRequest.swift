@@ -63,3 +63,16 @@ extension SetAttributes {
     self = fields
   }
 }
+
+extension Entry {
+  /// libfuse's form of this entry.
+  var parameters: fuse_entry_param {
+    var param = fuse_entry_param()
+    param.ino = node.rawValue
+    param.generation = generation
+    param.attr = attributes
+    param.attr_timeout = attributeTimeout
+    param.entry_timeout = entryTimeout
+    return param
+  }
+}

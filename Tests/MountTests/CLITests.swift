@@ -94,15 +94,20 @@ struct CLITests {
   }
 
   @Test(
-    "a bad --busy-poll value exits 65 and says what is accepted; nothing is mounted",
-    arguments: ["abc", "-1", "1001", "30us", ""])
-  func badBusyPoll(value: String) throws {
+    "a bad --busy-poll or --handles value exits 65 and says what is accepted; nothing is mounted",
+    arguments: [
+      ("--busy-poll", "abc"), ("--busy-poll", "-1"), ("--busy-poll", "1001"), ("--busy-poll", "30us"),
+      ("--busy-poll", ""), ("--handles", "abc"), ("--handles", "-1"), ("--handles", "1073741825"),
+      ("--handles", "1M"), ("--handles", ""),
+    ])
+  func badCount(option: String, value: String) throws {
     let scratch = try Scratch()
     try check(mkdir(scratch.root + "/mnt", 0o755), "mkdir mnt")
     let before = try scratch.snapshot()
-    let result = try Self.appbox("mount", "--backing", scratch.backing, "--busy-poll", value, scratch.root + "/mnt")
+    let result = try Self.appbox("mount", "--backing", scratch.backing, option, value, scratch.root + "/mnt")
     #expect(result.status == 65, "\(result.error)")
-    #expect(result.error.contains("--busy-poll") && result.error.contains("0 to 1000"), "\(result.error)")
+    let accepted = option == "--handles" ? "0 to 1073741824" : "0 to 1000"
+    #expect(result.error.contains(option) && result.error.contains(accepted), "\(result.error)")
     #expect(!MountFixture.isMounted(scratch.root + "/mnt"))
     #expect(try scratch.snapshot() == before)
   }

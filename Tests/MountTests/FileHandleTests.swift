@@ -42,4 +42,104 @@ struct FileHandleTests {
     }
     try fixture.unmount()
   }
+
+  /// Builds the same small tree under `base` (the mount's Documents, or a plain ext4
+  /// directory) and returns the handles of a file, a directory two levels down, a 0600
+  /// file and a file then deleted.
+  static func tree(_ base: String) throws -> (file: String, directory: String, secret: String, deleted: String) {
+    try Command.shell(
+      "cd '\(base)' && mkdir -p d/e && echo hello > f && echo inner > d/e/g && mkdir d/e/h && echo s > s"
+        + " && chmod 600 s && chmod 755 . d d/e && echo gone > x")
+    let handles = try (
+      HandleTool.encode(base + "/f"), HandleTool.encode(base + "/d/e"), HandleTool.encode(base + "/s"),
+      HandleTool.encode(base + "/x")
+    )
+    #expect(unlink(base + "/x") == 0)
+    return handles
+  }
+
+  @Test(
+    "handles of files and directories open after the kernel forgot the inodes, for another user as the mode allows, as on ext4",
+    .enabled(if: HandleTool.canEvict, "needs a writable /proc/sys/vm/drop_caches")
+  )
+  func handlesOutliveTheKernelsInodes() throws {
+    let fixture = try MountFixture(arguments: ["--unlocked", "-o", "allow_other"])
+    #expect(chmod(fixture.root, 0o755) == 0)
+    let plain = fixture.root + "/plain"
+    #expect(mkdir(plain, 0o755) == 0)
+    let onMount = try Self.tree(fixture.path("Documents"))
+    let onExt4 = try Self.tree(plain)
+    #expect(HandleTool.evict(fixture), "the kernel kept inodes of the mount")
+    let status = try Quota.status(fixture.mountpoint)
+    #expect(Quota.number(status, "retainedHandles") >= 5, "\(status)")
+    for (handles, mount) in [(onMount, fixture.mountpoint), (onExt4, plain)] {
+      #expect(try HandleTool.open(handles.file, on: mount) == "hello", "\(mount)")
+      #expect(try HandleTool.open(handles.directory, on: mount, "list") == "g,h", "\(mount)")
+      #expect(try HandleTool.open(handles.deleted, on: mount) == "ESTALE", "\(mount)")
+      #expect(try HandleTool.open(handles.secret, on: mount) == "s", "\(mount)")
+      // Another user: the handle finds the file, the mode bits decide the open (reading
+      // is what CAP_DAC_READ_SEARCH, which open_by_handle_at needs, lets it bypass).
+      #expect(try HandleTool.open(handles.file, on: mount, as: OwnershipTests.nobody) == "hello", "\(mount)")
+      #expect(try HandleTool.open(handles.secret, on: mount, as: OwnershipTests.nobody) == "s", "\(mount)")
+      #expect(try HandleTool.open(handles.file, on: mount, "write", as: OwnershipTests.nobody) == "EACCES")
+      #expect(try HandleTool.open(handles.file, on: mount, "write") == "1", "\(mount)")
+      #expect(try HandleTool.open(handles.directory, on: mount, "list", as: OwnershipTests.nobody) == "g,h")
+    }
+    // Again once forgotten a second time: the node came back under the same id.
+    #expect(HandleTool.evict(fixture))
+    #expect(try HandleTool.open(onMount.directory, on: fixture.mountpoint, "list") == "g,h")
+    let words = onMount.file  // the node id: two 32-bit words, high first, in memory order
+.split(separator: ":")[1].prefix(16)
+    let high = UInt32(words.prefix(8), radix: 16)!.byteSwapped
+    let low = UInt32(words.suffix(8), radix: 16)!.byteSwapped
+    #expect(UInt64(high) << 32 | UInt64(low) == (try Self.nodeID(of: fixture.path("Documents/f"))))
+    try fixture.unmount()
+  }
+
+  @Test(
+    "a purged file's handle is stale, and so is every handle from before a remount",
+    .enabled(if: HandleTool.canEvict, "needs a writable /proc/sys/vm/drop_caches")
+  )
+  func purgedAndRemountedHandlesAreStale() throws {
+    let fixture = try MountFixture(arguments: ["--unlocked"])
+    #expect(FileManager.default.createFile(atPath: fixture.path("tmp/scratch"), contents: Data("t".utf8)))
+    #expect(FileManager.default.createFile(atPath: fixture.path("Documents/kept"), contents: Data("k".utf8)))
+    let scratch = try HandleTool.encode(fixture.path("tmp/scratch"))
+    let kept = try HandleTool.encode(fixture.path("Documents/kept"))
+    let directory = try HandleTool.encode(fixture.path("Documents"))
+    #expect(HandleTool.evict(fixture))
+    let purge = try Command.run(Command.appbox, ["purge", fixture.mountpoint, "--domain", "tmp", "--all"])
+    #expect(purge.status == 0, "\(purge.error)")
+    #expect(try HandleTool.open(scratch, on: fixture.mountpoint) == "ESTALE")
+    #expect(try HandleTool.open(kept, on: fixture.mountpoint) == "k")
+    // The same file under a new daemon: node ids start again, the generation differs.
+    try fixture.remount()
+    #expect(FileManager.default.createFile(atPath: fixture.path("Documents/new"), contents: Data("n".utf8)))
+    #expect(try HandleTool.open(kept, on: fixture.mountpoint) == "ESTALE")
+    #expect(try HandleTool.open(directory, on: fixture.mountpoint, "list") == "ESTALE")
+    #expect(HandleTool.evict(fixture))
+    #expect(try HandleTool.open(kept, on: fixture.mountpoint) == "ESTALE")
+    try fixture.unmount()
+  }
+
+  @Test(
+    "--handles bounds the forgotten nodes whose handles stay valid; 0 keeps none",
+    .enabled(if: HandleTool.canEvict, "needs a writable /proc/sys/vm/drop_caches"),
+    arguments: [0, 3]
+  )
+  func retainedHandlesAreBounded(limit: Int) throws {
+    let fixture = try MountFixture(arguments: ["--unlocked", "--handles", String(limit)])
+    var handles: [String] = []
+    for index in 0..<8 {
+      let path = fixture.path("Documents/f\(index)")
+      #expect(FileManager.default.createFile(atPath: path, contents: Data("\(index)".utf8)))
+      handles.append(try HandleTool.encode(path))
+    }
+    #expect(HandleTool.evict(fixture))
+    #expect(Quota.number(try Quota.status(fixture.mountpoint), "retainedHandles") == Int64(limit))
+    let opened = try handles.filter { try HandleTool.open($0, on: fixture.mountpoint) != "ESTALE" }
+    #expect(opened.count <= limit, "\(opened.count) of 8 handles opened with --handles \(limit)")
+    try fixture.unmount()
+  }
 }
+

@@ -72,6 +72,10 @@ static inline int cposix_pidfd_open(pid_t pid) { return (int)syscall(SYS_pidfd_o
 static inline int cposix_name_to_handle_at(int dirfd, const char *path, void *handle, int *mount_id, int flags) {
   return (int)syscall(SYS_name_to_handle_at, dirfd, path, handle, mount_id, flags);
 }
+// open_by_handle_at(2): needs CAP_DAC_READ_SEARCH; `handle` as for name_to_handle_at.
+static inline int cposix_open_by_handle_at(int mount_fd, void *handle, int flags) {
+  return (int)syscall(SYS_open_by_handle_at, mount_fd, handle, flags);
+}
 
 static inline ssize_t cposix_getxattr(const char *path, const char *name, void *value, size_t size) {
   return getxattr(path, name, value, size);
