@@ -36,10 +36,11 @@ RUN swift build -c release --static-swift-stdlib --product appbox \
  && install -m 0755 "$bin/appbox" "$bin/appbox-storage-example" /usr/local/bin/
 
 FROM ${RUNTIME_IMAGE}
-# fuse3 brings libfuse3 and fusermount3 (setuid root); libsqlite3 is for backups; attr, python3 and sqlite3 are what
-# the tests use; tini is PID 1 (forwards signals, reaps). The user `appbox` (uid 1000)
-# runs everything the entrypoint starts; user_allow_other lets it mount with allow_other
-# (a sidecar's mount used by other containers' users and root).
+# fuse3 brings libfuse3 and fusermount3 (setuid root); libsqlite3 is for backups; attr,
+# python3 and sqlite3 are what the tests use; tini is PID 1 (forwards signals, reaps).
+# The user appbox (uid 1000) runs what the entrypoint starts; user_allow_other lets it
+# mount with allow_other (a sidecar's mount, used by other containers' users and root).
+# /backing and /shared are the sidecar's (Integration/README.md).
 RUN apt-get update \
  && apt-get install -y --no-install-recommends fuse3 libsqlite3-0 attr python3 sqlite3 tini \
  && rm -rf /var/lib/apt/lists/* \
