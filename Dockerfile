@@ -1,8 +1,17 @@
-# AppBox in a container, running the end-to-end suite (Integration/) against a real mount.
+# AppBox as a container image: a tool that runs a command in a fresh sandbox, a sidecar
+# that serves a sandbox to other containers, and (its default command) AppBox's own
+# end-to-end suite (Integration/).
 #
-#   docker build -t appbox-integration .
+#   docker build -t appbox .
 #   docker run --rm --device /dev/fuse --cap-add SYS_ADMIN --security-opt apparmor=unconfined \
-#     appbox-integration
+#     appbox                                   # the suite
+#   docker run --rm --device /dev/fuse --cap-add SYS_ADMIN --security-opt apparmor=unconfined \
+#     appbox appbox run -- sh -c 'ls "$HOME"'  # a command in a fresh sandbox
+#
+# Why each flag, the user it runs as and the sidecar: Integration/README.md.
+# The build stage also builds the example program Examples/StorageExample
+# (/usr/local/bin/appbox-storage-example): `docker build --target build -t appbox-build .`
+# keeps it for Examples/Dockerfile, an image FROM this one that tests it.
 #
 # The base images are build arguments so the file builds from the official images
 # (the defaults) or from local ones (Integration/docker/make-local-base-images.sh).
@@ -11,23 +20,39 @@ ARG RUNTIME_IMAGE=debian:bookworm-slim
 
 FROM ${BUILDER_IMAGE} AS build
 RUN apt-get update \
- && apt-get install -y --no-install-recommends libfuse3-dev pkg-config \
+ && apt-get install -y --no-install-recommends libfuse3-dev libsqlite3-dev pkg-config \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY Package.swift ./
 COPY Sources/ Sources/
+COPY Examples/StorageExample/ Examples/StorageExample/
 COPY bench/purge-catalog/ bench/purge-catalog/
-# The manifest names test targets whose sources are not needed here: empty directories
-# satisfy it (SwiftPM warns and goes on).
-RUN mkdir -p $(sed -n 's|.*testTarget(name: "\([^"]*\)".*|Tests/\1|p' Package.swift) \
- && swift build -c release --product appbox --static-swift-stdlib \
- && install -m 0755 "$(swift build -c release --show-bin-path)/appbox" /usr/local/bin/appbox
+# The manifest names the test targets too: their sources must be there (nothing of them
+# is built).
+COPY Tests/ Tests/
+RUN swift build -c release --static-swift-stdlib --product appbox \
+ && swift build -c release --static-swift-stdlib --product appbox-storage-example \
+ && bin="$(swift build -c release --show-bin-path)" \
+ && install -m 0755 "$bin/appbox" "$bin/appbox-storage-example" /usr/local/bin/
 
 FROM ${RUNTIME_IMAGE}
-# fuse3 brings libfuse3 and fusermount3; attr, python3 and sqlite3 are what the tests use.
+# fuse3 brings libfuse3 and fusermount3 (setuid root); libsqlite3 is for backups; attr,
+# python3 and sqlite3 are what the tests use; tini is PID 1 (forwards signals, reaps).
+# The user appbox (uid 1000) runs what the entrypoint starts; user_allow_other lets it
+# mount with allow_other (a sidecar's mount, used by other containers' users and root).
+# /backing and /shared are the sidecar's (Integration/README.md).
 RUN apt-get update \
- && apt-get install -y --no-install-recommends fuse3 attr python3 sqlite3 \
- && rm -rf /var/lib/apt/lists/*
+ && apt-get install -y --no-install-recommends fuse3 libsqlite3-0 attr python3 sqlite3 tini \
+ && rm -rf /var/lib/apt/lists/* \
+ && chmod u+s /usr/bin/fusermount3 \
+ && sed -i 's/^#[[:space:]]*user_allow_other/user_allow_other/' /etc/fuse.conf \
+ && grep -qx user_allow_other /etc/fuse.conf \
+ && useradd --create-home --uid 1000 --user-group --shell /bin/bash appbox \
+ && install -d -o appbox -g appbox /backing /shared
 COPY --from=build /usr/local/bin/appbox /usr/local/bin/appbox
 COPY Integration/ /opt/appbox/Integration/
+COPY Integration/docker/entrypoint.sh /usr/local/bin/appbox-entrypoint
+COPY Integration/docker/sidecar-entry.sh /usr/local/bin/appbox-sidecar
+WORKDIR /home/appbox
+ENTRYPOINT ["/usr/bin/tini", "--", "/usr/local/bin/appbox-entrypoint"]
 CMD ["/opt/appbox/Integration/run.sh", "--binary", "/usr/local/bin/appbox"]

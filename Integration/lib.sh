@@ -6,17 +6,12 @@
 # Nothing is ever killed by name; the daemons end when their mounts go away.
 
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/asserts.sh"
 
 APPBOX="${APPBOX:?run the tests through Integration/run.sh, which sets APPBOX}"
 
 _cleanup_mounts=()
 _cleanup_dirs=()
-
-# fail MESSAGE...: reports a failure and ends the test.
-fail() {
-  echo "FAIL: $*" >&2
-  exit 1
-}
 
 # make_temp_dir VAR: makes a directory that is removed when the test ends, and stores
 # its path in the variable VAR (no command substitution, so the registration sticks).
@@ -71,32 +66,6 @@ _cleanup() {
 trap _cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
-
-# assert_eq EXPECTED ACTUAL [WHAT]: fails unless the two strings are equal.
-assert_eq() {
-  local expected="$1" actual="$2" what="${3:-value}"
-  [[ "$expected" == "$actual" ]] || fail "$what: expected '$expected', got '$actual'"
-}
-
-# assert_exit CODE COMMAND...: runs COMMAND and fails unless it exits with CODE.
-assert_exit() {
-  local expected="$1"
-  shift
-  local status=0
-  "$@" >/dev/null 2>&1 || status=$?
-  [[ "$status" == "$expected" ]] || fail "'$*' exited $status, expected $expected"
-}
-
-# wait_until SECONDS COMMAND...: polls COMMAND every 0.1 s until it succeeds; fails
-# once SECONDS have passed.
-wait_until() {
-  local deadline=$((SECONDS + $1))
-  shift
-  until "$@" >/dev/null 2>&1; do
-    ((SECONDS < deadline)) || fail "timed out waiting for: $*"
-    sleep 0.1
-  done
-}
 
 # xattr MOUNTPATH NAME: prints an extended attribute's value as text.
 xattr() {
