@@ -24,7 +24,10 @@ enum MountCommand {
     return try startInBackground(request, arguments: arguments, files: files)
   }
 
-  /// Resolves the mountpoint and refuses a missing one, a non-directory, or a busy one.
+  /// Resolves the mountpoint and refuses a missing one, a non-directory, or a busy one:
+  /// one where a FUSE filesystem (AppBox or another) is mounted. Other mounts (a bind
+  /// mount, a volume, a tmpfs) are mounted over, as mount(8) does, and show again after the
+  /// unmount: a container's volume is always a mount.
   static func checkedMountpoint(_ path: String) throws(CLIError) -> String {
     guard let absolute = try? Sys.realpath(path) else {
       throw CLIError(.noInput, "mountpoint \(path) does not exist: create it first (mkdir -p \(path))")
@@ -32,7 +35,7 @@ enum MountCommand {
     guard let st = try? Sys.statPath(absolute), st.st_mode & S_IFMT == S_IFDIR else {
       throw CLIError(.noInput, "mountpoint \(path) is not a directory")
     }
-    if let mount = try MountTable.mount(at: absolute) {
+    if let mount = try MountTable.mount(at: absolute), mount.type == "fuse" || mount.type.hasPrefix("fuse.") {
       throw CLIError(
         .busy, "\(absolute) is already mounted (\(mount.type)); unmount it first (appbox unmount \(absolute))")
     }

@@ -78,6 +78,21 @@ struct CLITests {
     try fixture.unmount()
   }
 
+  @Test("a mountpoint that is another kind of mount (a tmpfs, as a container's volume is) is mounted over")
+  func mountsOverOtherMounts() throws {
+    let scratch = try Scratch()
+    let mountpoint = scratch.root + "/volume"
+    try check(mkdir(mountpoint, 0o755), "mkdir volume")
+    try check(Glibc.mount("tmpfs", mountpoint, "tmpfs", 0, nil), "mount tmpfs")
+    defer { umount(mountpoint) }
+    try writeFile(mountpoint + "/below", bytes("below"))
+    let result = try Self.appbox("mount", "--backing", scratch.backing, mountpoint)
+    #expect(result.status == 0, "\(result.error)")
+    #expect(FileManager.default.fileExists(atPath: mountpoint + "/Documents"))
+    #expect(try Self.appbox("unmount", mountpoint).status == 0)
+    #expect(try readFile(mountpoint + "/below") == bytes("below"), "the tmpfs shows again")
+  }
+
   @Test(
     "an unknown -o option exits 64 and names the option; nothing is mounted",
     arguments: ["bogus", "allow_other,nonsense", "fsname="])
