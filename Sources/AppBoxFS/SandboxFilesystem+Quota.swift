@@ -61,40 +61,44 @@ extension SandboxFilesystem {
   @discardableResult
   func settle(_ reservation: consuming Reservation, _ inode: Inode, fd: Int32, known: stat? = nil) -> stat? {
     let (reserved, domain) = reservation.handOver()
-    if domain != inode.domain, reserved != 0 {
-      storage.charge(-reserved, domain: domain)  // the file moved to another domain meanwhile
-      return measure(inode, fd: fd, reserved: 0, known: known)
-    }
-    return measure(inode, fd: fd, reserved: reserved, known: known)
+    return measure(inode, fd: fd, reserved: reserved, reservedIn: domain, known: known)
   }
 
   /// Measures `inode`'s allocation after a change that reserved nothing (a truncate, an
   /// fsync, a release) and charges the difference.
   @discardableResult
   func account(_ inode: Inode, fd: Int32, known: stat? = nil) -> stat? {
-    measure(inode, fd: fd, reserved: 0, known: known)
+    measure(inode, fd: fd, reserved: 0, reservedIn: inode.domain, known: known)
   }
 
   /// Measures `inode`'s allocation after a change and settles the quota: the difference to
-  /// what was charged before, minus what was reserved for the change. `known`: the file's
-  /// stat taken since the change, which saves the `fstat`.
+  /// what was charged before, minus what was reserved (in `reservedIn`) for the change.
+  /// `known`: the file's stat taken since the change, which saves the `fstat`.
   /// - Returns: the file's attributes as measured (nil when it was off the books).
-  private func measure(_ inode: Inode, fd: Int32, reserved: Int64, known: stat?) -> stat? {
-    let domain = inode.domain
-    // Measured under the inode's lock, which `untrack` takes too: a close racing an
-    // unlink either settles before the unlink gives the bytes back, or sees no link left.
-    let measured = inode.allocated.withLock { charged -> (delta: Int64, now: Int64, st: stat)? in
+  private func measure(
+    _ inode: Inode, fd: Int32, reserved: Int64, reservedIn reservedDomain: StorageDomain, known: stat?
+  ) -> stat? {
+    // Measured under the inode's lock, which `untrack` and a move to another domain take
+    // too: a close racing an unlink either settles before the unlink gives the bytes back,
+    // or sees no link left; one racing a move charges the domain the move found.
+    let measured = inode.allocated.withLock {
+      charged -> (delta: Int64, now: Int64, st: stat, domain: StorageDomain)? in
       // An unlinked or purged file was taken off the books with its last name.
       guard let st = known ?? (try? Sys.fstat(fd)), st.st_nlink > 0, !inode.purged.load(ordering: .relaxed) else {
         return nil
       }
       let now = Int64(st.st_blocks) * 512
       defer { charged = now }
-      return (now - charged, now, st)
+      return (now - charged, now, st, inode.domain)
     }
-    guard let (delta, now, st) = measured else {
-      if reserved != 0 { storage.charge(-reserved, domain: domain) }
+    guard let (delta, now, st, domain) = measured else {
+      if reserved != 0 { storage.charge(-reserved, domain: reservedDomain) }
       return nil
+    }
+    var reserved = reserved
+    if domain != reservedDomain, reserved != 0 {
+      storage.charge(-reserved, domain: reservedDomain)  // the file moved to another domain meanwhile
+      reserved = 0
     }
     let tracked = domain.isPurgeable && inode.isRegularFile ? inode.key.inode : nil
     if delta != reserved || tracked != nil {

@@ -45,6 +45,10 @@ public final class SandboxFilesystem: FuseFilesystem {
   /// How many inodes the kernel may hold before AppBox asks it to drop some: each holds
   /// an `O_PATH` descriptor, and the process may open only so many.
   let descriptorBudget = max(64, Int(ResourceLimits.openFiles) * 3 / 4 - 64)
+  /// Held through a rename that moves a directory to another domain, so that such moves
+  /// never overlap (the kernel serializes cross-directory renames too). Lock order: taken
+  /// before any other lock of the daemon.
+  let domainMoves = Mutex(())
   /// Whether a request to drop inodes is under way.
   let releasing = Atomic<Bool>(false)
   /// Background work that must not run on a request thread: kernel notifications, timed
