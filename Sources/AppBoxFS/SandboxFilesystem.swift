@@ -57,9 +57,14 @@ public final class SandboxFilesystem: FuseFilesystem {
 
   /// Opens the backing directory, creates the fixed layout in it, and indexes it (usage
   /// per domain, the purge catalog).
+  /// - Parameter indexProgress: told how far the index has got, every few thousand
+  ///   entries and once at the end (a million files take seconds).
   /// - Throws: ``Errno`` when the backing directory cannot be opened or the layout cannot
   ///   be created (e.g. a fixed name exists but is not a directory).
-  public init(backingDirectory: String, configuration: FuseConfiguration, options: SandboxOptions) throws(Errno) {
+  public init(
+    backingDirectory: String, configuration: FuseConfiguration, options: SandboxOptions,
+    indexProgress: (@Sendable (IndexProgress) -> Void)? = nil
+  ) throws(Errno) {
     let rootFD = try Sys.openat(AT_FDCWD, backingDirectory, Linux.openPath | O_DIRECTORY | O_CLOEXEC)
     let rootStat: stat
     do throws(Errno) { rootStat = try Sys.fstat(rootFD) } catch {
@@ -73,7 +78,7 @@ public final class SandboxFilesystem: FuseFilesystem {
     backingPath = Array(backingDirectory.utf8)
     domainRoots = try Self.createLayout(in: rootFD)
     try DefaultProtection.adopt(options.defaultProtection, rootFD: rootFD)
-    let (ledger, catalog) = try BackingScan.run(rootFD: rootFD, capacity: options.capacity)
+    let (ledger, catalog) = try BackingScan.run(rootFD: rootFD, capacity: options.capacity, progress: indexProgress)
     storage = StorageState(ledger: ledger, catalog: catalog, waterMarks: options.waterMarks)
     protection = ProtectionState(options: options)
     events = EventLog(path: options.eventsPath)
