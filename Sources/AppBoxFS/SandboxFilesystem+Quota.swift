@@ -144,9 +144,15 @@ extension SandboxFilesystem {
   /// notification must never be sent from a request thread). Directories are worked on in
   /// parallel (unlinks in different directories do not contend). A victim an open took
   /// back is skipped; one whose unlink fails goes back on the catalog (and is logged).
+  /// `progress` hears of the files and bytes unlinked so far, every
+  /// ``purgeProgressInterval`` files (from the threads doing the unlinks).
   /// - Returns: the victims unlinked, with the bytes they gave back.
   @discardableResult
-  func carryOut(_ plan: StorageState.PurgePlan, onRequestThread: Bool) -> [PurgeCatalog.Victim] {
+  func carryOut(
+    _ plan: StorageState.PurgePlan, onRequestThread: Bool, progress: PurgeProgress? = nil
+  ) -> [PurgeCatalog.Victim] {
+    let unlinked = Atomic<Int>(0)
+    let unlinkedBytes = Atomic<Int64>(0)
     var groups: [[[UInt8]]: [Int]] = [:]
     for (index, components) in plan.directories.enumerated() { groups[components, default: []].append(index) }
     let work = Array(groups)
@@ -166,6 +172,11 @@ extension SandboxFilesystem {
         case .unlinked(let cached, let bytes):
           storage.finish(victim.ino, bytes: bytes)
           done.append((index, cached, bytes))
+          if let progress {
+            let total = unlinkedBytes.add(bytes, ordering: .relaxed).newValue
+            let files = unlinked.add(1, ordering: .relaxed).newValue
+            if files % SandboxFilesystem.purgeProgressInterval == 0 { progress(files, total) }
+          }
         case .changed:
           storage.abandon(victim.ino)
         case .failed(let error):
@@ -277,7 +288,8 @@ extension SandboxFilesystem {
   /// Purges on request (the control channel's `purge`) or in the background (the
   /// maintenance queue); never called on a request thread.
   /// - Returns: files and bytes purged.
-  public func purge(_ request: PurgeRequest) -> (files: Int, bytes: Int64) {
+  /// - Parameter progress: hears how far a large purge has got (from the threads doing it).
+  public func purge(_ request: PurgeRequest, progress: PurgeProgress? = nil) -> (files: Int, bytes: Int64) {
     let plan = storage.plan(reason: request.reason) { catalog, _ in
       switch request {
       case .bytes(let bytes): catalog.chooseVictims(toFree: bytes)
@@ -287,7 +299,7 @@ extension SandboxFilesystem {
       case .watermark(let bytes): catalog.chooseVictims(toFree: bytes)
       }
     }
-    let purged = carryOut(plan, onRequestThread: false)
+    let purged = carryOut(plan, onRequestThread: false, progress: progress)
     events.flush()  // when `appbox purge` returns, its events are in the log
     return (purged.count, purged.reduce(0) { $0 + $1.bytes })
   }
@@ -318,6 +330,14 @@ extension SandboxFilesystem {
       schedulePeriodicPurge()
     }
   }
+}
+
+/// Told the files and bytes a purge has unlinked so far.
+public typealias PurgeProgress = @Sendable (_ files: Int, _ bytes: Int64) -> Void
+
+extension SandboxFilesystem {
+  /// How many files a purge unlinks between two reports of its progress.
+  static let purgeProgressInterval = 512
 }
 
 /// What an explicit or background purge frees.

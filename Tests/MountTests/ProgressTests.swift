@@ -5,7 +5,7 @@ import Testing
   import Glibc
 #endif
 
-/// Long work shows progress on a terminal, and nothing when standard error is not one.
+/// Long work (the mount's index, large purges) shows progress on a terminal, and nothing when standard error is not one.
 @Suite("Progress on a terminal", .needsFUSE, .serialized, .timeLimit(.minutes(5)))
 struct ProgressTests {
   /// A backing tree whose index takes longer than the half second before progress shows
@@ -26,7 +26,7 @@ struct ProgressTests {
 
   static let files = 80_000
 
-  @Test("appbox mount of a large sandbox shows the index's progress and a final line on a terminal (a pty)")
+  @Test("appbox mount and a purge of a large sandbox show progress and a final line on a terminal (a pty)")
   func mountOnTerminal() throws {
     let directories = try SandboxDirectories()
     try Self.largeBacking(directories)
@@ -41,9 +41,15 @@ struct ProgressTests {
     let final = result.output.split(separator: "\r").last { $0.contains("indexed the sandbox") }
     #expect(final?.contains("indexed the sandbox: 80,0") == true, "\(result.output)")
     #expect(result.output.hasSuffix(" s\r\n"), "a final line: \(result.output.suffix(80))")
+    // A purge of them all: progress, then its result in place of the progress line.
+    let purge = [Command.appbox, "purge", directories.mountpoint, "--domain", "caches", "--all"]
+    let purged = try Command.run("script", ["-qec", purge.map(shellQuote).joined(separator: " "), "/dev/null"])
+    #expect(purged.status == 0, "\(purged.output)\(purged.error)")
+    #expect(purged.output.contains("appbox: purging: "), "\(purged.output)")
+    #expect(purged.output.hasSuffix("\u{1B}[Kpurged \(Self.files) files, 0 B\r\n"), "\(purged.output.suffix(120))")
   }
 
-  @Test("appbox mount of the same sandbox prints nothing when standard error is a pipe")
+  @Test("appbox mount and purge of the same sandbox print no progress when standard error is a pipe")
   func mountOnPipe() throws {
     let directories = try SandboxDirectories()
     try Self.largeBacking(directories)
@@ -53,5 +59,9 @@ struct ProgressTests {
     #expect(MountFixture.isMounted(directories.mountpoint))
     #expect(result.error.isEmpty, "\(result.error)")
     #expect(result.output.isEmpty, "\(result.output)")
+    let purged = try Command.run(Command.appbox, ["purge", directories.mountpoint, "--domain", "caches", "--all"])
+    #expect(purged.status == 0, "\(purged.error)")
+    #expect(purged.error.isEmpty, "\(purged.error)")
+    #expect(purged.output == "purged \(Self.files) files, 0 B\n")
   }
 }
