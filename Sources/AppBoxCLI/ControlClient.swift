@@ -59,7 +59,11 @@ enum ControlClient {
 
   /// Sends one request and returns the daemon's JSON reply, once the peer is known to be
   /// the mount's daemon.
-  static func send(_ request: String, to target: Target, timeoutSeconds: Int? = 60) throws(CLIError) -> String {
+  /// `progress` hears the progress lines that come before the reply (of a request that
+  /// asked for them), decoded.
+  static func send(
+    _ request: String, to target: Target, timeoutSeconds: Int? = 60, progress: (([String: Any]) -> Void)? = nil
+  ) throws(CLIError) -> String {
     let fd: Int32
     do { fd = try UnixSocket.connect(to: target.files.socket) } catch {
       if error == .accessDenied || error == .notPermitted {
@@ -75,7 +79,11 @@ enum ControlClient {
       }
     }
     UnixSocket.writeAll(fd, Array((request + "\n").utf8))
-    let reply = String(decoding: UnixSocket.readLine(fd) ?? [], as: UTF8.self)
+    var reply = String(decoding: UnixSocket.readLine(fd) ?? [], as: UTF8.self)
+    while reply.hasPrefix("{\"progress\":") {
+      progress?(object(reply))
+      reply = String(decoding: UnixSocket.readLine(fd) ?? [], as: UTF8.self)
+    }
     guard reply.hasPrefix("{\"ok\":true") else {
       let message = object(reply)["error"] as? String
       if message == "not the owner of this mount" {

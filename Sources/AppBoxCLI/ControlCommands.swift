@@ -89,9 +89,24 @@ enum ControlCommands {
     case (nil, nil, true, let domain?): request = "purge domain \(domain)"
     default: throw CLIError(.usage, "choose one of --bytes, --domain D --all, --older-than\n\(usage)")
     }
-    // A large purge takes as long as its unlinks: no timeout.
-    let reply = ControlClient.object(
-      try ControlClient.send(request, to: try ControlClient.target(mountpoint), timeoutSeconds: nil))
+    // A large purge takes as long as its unlinks: no timeout; on a terminal, its progress.
+    let terminal = TerminalProgress()
+    let target = try ControlClient.target(mountpoint)
+    let text: String
+    do {
+      text = try ControlClient.send(
+        request + (terminal.isTerminal ? " progress" : ""), to: target, timeoutSeconds: nil
+      ) { progress in
+        let files = progress["files"] as? Int ?? 0
+        let bytes = (progress["bytes"] as? NSNumber)?.int64Value ?? 0
+        terminal.update("appbox: purging: \(TerminalProgress.grouped(files)) files, \(ByteCount(bytes).formatted)…")
+      }
+    } catch {
+      terminal.end()
+      throw error
+    }
+    terminal.clear()
+    let reply = ControlClient.object(text)
     let files = reply["files"] as? Int ?? 0
     let freed = (reply["bytes"] as? NSNumber)?.int64Value ?? 0
     print("purged \(files) file\(files == 1 ? "" : "s"), \(ByteCount(freed).formatted)")

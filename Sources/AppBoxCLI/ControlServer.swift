@@ -6,7 +6,8 @@ import Synchronization
 
 /// The daemon's end of the control channel: a Unix socket, mode 0600 in a 0700 runtime
 /// directory, that only the mounting user (or root) can reach; the peer's uid is checked
-/// again on every connection. One request line in, one JSON line out.
+/// again on every connection. One request line in, one JSON line out (after progress
+/// lines, for a purge asked with a trailing `progress`).
 ///
 /// Requests: `lock`, `unlock`, `status`, `descriptors`, `purge bytes N`, `purge domain
 /// caches|tmp`, `purge older-than SECONDS [caches|tmp]`, `resize BYTES resize|schedule`.
@@ -89,7 +90,27 @@ final class ControlServer: Sendable {
       reply(connection, Self.error("request longer than \(Self.maximumRequestBytes) bytes"))
       return
     }
-    reply(connection, handle(String(decoding: line, as: UTF8.self)))
+    var request = String(decoding: line, as: UTF8.self)
+    var progress: PurgeProgress?
+    if request.hasPrefix("purge "), request.hasSuffix(" progress") {
+      request.removeLast(" progress".count)
+      progress = purgeProgress(to: connection)
+    }
+    reply(connection, handle(request, progress: progress))
+  }
+
+  /// Progress lines of a purge for a client that asked (`purge … progress`), paced
+  /// (``ProgressPacer``), before the reply: `{"progress":true,"files":N,"bytes":B}`. One
+  /// thread writes at a time; a report due while another is being written is dropped.
+  private func purgeProgress(to connection: Int32) -> PurgeProgress {
+    let pacer = ProgressPacer()
+    let writing = Atomic<Bool>(false)
+    return { files, bytes in
+      guard pacer.due(), writing.compareExchange(expected: false, desired: true, ordering: .acquiring).exchanged
+      else { return }
+      UnixSocket.writeAll(connection, Array("{\"progress\":true,\"files\":\(files),\"bytes\":\(bytes)}\n".utf8))
+      writing.store(false, ordering: .releasing)
+    }
   }
 
   private func reply(_ connection: Int32, _ text: String) {
@@ -101,8 +122,8 @@ final class ControlServer: Sendable {
     "{\"ok\":false,\"error\":\(JSONText.quoted(message))}"
   }
 
-  /// Answers one request.
-  func handle(_ request: String) -> String {
+  /// Answers one request (`progress`: where a purge reports how far it got).
+  func handle(_ request: String, progress: PurgeProgress? = nil) -> String {
     let words = request.split(separator: " ").map(String.init)
     switch (words.first, words.count) {
     case ("lock", 1):
@@ -117,7 +138,7 @@ final class ControlServer: Sendable {
       guard let purge = Self.purgeRequest(Array(words.dropFirst())) else {
         return Self.error("bad purge request: \(request.prefix(200))")
       }
-      let (files, bytes) = filesystem.purge(purge)
+      let (files, bytes) = filesystem.purge(purge, progress: progress)
       return "{\"ok\":true,\"files\":\(files),\"bytes\":\(bytes)}"
     case ("resize", 3):
       guard let bytes = Int64(words[1]), bytes >= MountRequest.minimumCapacity,

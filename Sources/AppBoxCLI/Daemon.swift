@@ -48,7 +48,8 @@ struct Daemon {
       var options = request.sandbox
       options.eventsPath = files.events
       filesystem = try SandboxFilesystem(
-        backingDirectory: backing, configuration: configuration.timeouts, options: options, driver: FuseDriver())
+        backingDirectory: backing, configuration: configuration.timeouts, options: options, driver: FuseDriver(),
+        indexProgress: indexProgress().report)
     } catch {
       throw CLIError(
         .noInput,
@@ -84,6 +85,17 @@ struct Daemon {
       )
     }
     return session
+  }
+
+  /// Where the index's progress goes: through the readiness pipe to the `appbox mount`
+  /// that waits for this daemon (which shows it if its standard error is a terminal), or,
+  /// in the foreground, to this process's terminal.
+  private func indexProgress() -> IndexProgressLines {
+    if let fd = request.readyFD {
+      return IndexProgressLines { line, isFinal in ReadinessPipe.post((isFinal ? "done " : "progress ") + line, to: fd) }
+    }
+    let terminal = TerminalProgress()
+    return IndexProgressLines { line, isFinal in isFinal ? terminal.finish(line) : terminal.update(line) }
   }
 
   /// After readiness: standard output and error go to the mount's log file.

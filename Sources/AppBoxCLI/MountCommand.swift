@@ -108,8 +108,22 @@ enum MountCommand {
       throw CLIError(.osError, "cannot start the daemon: \(error)")
     }
     Sys.close(pipe.writeFD)
-    let message = String(decoding: pipe.readAll(), as: UTF8.self)
+    // Progress lines (the index of a large sandbox takes seconds) come before the answer.
+    let terminal = TerminalProgress()
+    var message = ""
+    let rest = pipe.readLines { bytes in
+      let line = String(decoding: bytes, as: UTF8.self)
+      if line.hasPrefix("progress ") {
+        terminal.update(String(line.dropFirst("progress ".count)))
+      } else if line.hasPrefix("done ") {
+        terminal.finish(String(line.dropFirst("done ".count)))
+      } else {
+        message += line + "\n"
+      }
+    }
+    message += String(decoding: rest, as: UTF8.self)
     Sys.close(pipe.readFD)
+    terminal.end()
     if message.hasPrefix("ready") { return .success }
     let status = Spawn.wait(pid)
     if let failure = DaemonFailure(message) { throw CLIError(failure.code, failure.message) }

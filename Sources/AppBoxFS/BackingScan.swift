@@ -6,6 +6,16 @@ import SandboxPolicy
   import Glibc
 #endif
 
+/// How far the mount-time index has got.
+public struct IndexProgress: Sendable {
+  /// Entries (files, directories, symlinks…) seen so far.
+  public var entries: Int
+  /// Their allocated bytes, as `du` counts them.
+  public var bytes: Int64
+  /// Whether the index is complete (the last report).
+  public var isComplete: Bool
+}
+
 /// The mount-time walk of the backing tree: usage per domain as `du` counts it (hard
 /// links once), and the catalog of every file and directory in Caches and tmp. Usage is
 /// therefore exact after any crash: nothing is trusted from an earlier run.
@@ -14,17 +24,27 @@ struct BackingScan {
   let catalog = PurgeCatalog()
   /// Backing inode numbers of multiply-linked files already counted.
   private var countedLinks = Set<UInt64>()
+  /// Told every ``progressInterval`` entries, and once at the end.
+  private let progress: (@Sendable (IndexProgress) -> Void)?
+  private var entries = 0
+  static let progressInterval = 4096
 
-  /// Walks the tree under `rootFD`.
-  static func run(rootFD: Int32, capacity: Int64) throws(Errno) -> (QuotaLedger, PurgeCatalog) {
-    var scan = BackingScan(ledger: QuotaLedger(capacity: capacity))
+  /// Walks the tree under `rootFD`, telling `progress` how far it got.
+  static func run(rootFD: Int32, capacity: Int64, progress: (@Sendable (IndexProgress) -> Void)? = nil) throws(Errno) -> (
+    QuotaLedger, PurgeCatalog
+  ) {
+    var scan = BackingScan(ledger: QuotaLedger(capacity: capacity), progress: progress)
     scan.catalog.beginBulkLoad()
     try scan.walk(rootFD: rootFD)
     scan.catalog.endBulkLoad()
+    progress?(IndexProgress(entries: scan.entries, bytes: scan.ledger.used, isComplete: true))
     return (scan.ledger, scan.catalog)
   }
 
-  private init(ledger: QuotaLedger) { self.ledger = ledger }
+  private init(ledger: QuotaLedger, progress: (@Sendable (IndexProgress) -> Void)?) {
+    self.ledger = ledger
+    self.progress = progress
+  }
 
   /// A directory still being listed.
   private struct Level {
@@ -51,6 +71,10 @@ struct BackingScan {
         continue
       }
       if isDotOrDotDot(item.name) { continue }
+      entries += 1
+      if let progress, entries % Self.progressInterval == 0 {
+        progress(IndexProgress(entries: entries, bytes: ledger.used, isComplete: false))
+      }
       let st: stat
       do throws(Errno) {
         st = try Sys.fstatat(level.stream.fd, item.name, AT_SYMLINK_NOFOLLOW)

@@ -52,4 +52,9 @@ final class LinkNames: Sendable {
       table[ino] = names
     }
   }
+
+  /// Stops following a file (it moved out of Caches and tmp with all its names).
+  func forget(ino: UInt64) {
+    _ = table.withLock { $0.removeValue(forKey: ino) }
+  }
 }

@@ -110,22 +110,24 @@ extension SandboxFilesystem {
     guard type == S_IFDIR || st.st_nlink <= 1 else { return }
     let ino = UInt64(st.st_ino)
     let cached = inodes.existing(backingInode: ino)
-    let bytes =
-      cached?.allocated.withLock { charged in
-        defer { charged = 0 }
-        return charged
-      } ?? Int64(st.st_blocks) * 512
+    // A held inode was charged to its own domain (read under its lock, as a move reads it).
+    let (bytes, chargedDomain) =
+      cached.map { inode in
+        inode.allocated.withLock { charged in
+          defer { charged = 0 }
+          return (charged, inode.domain)
+        }
+      } ?? (Int64(st.st_blocks) * 512, domain)
     storage.books.withLock { books in
       if type == S_IFDIR {
         if domain.isPurgeable, !books.catalog.removeDirectory(ino: ino) {
           _ = books.catalog.removeSubtree(directory: ino)
         }
-        books.ledger.charge(domain: domain, delta: -bytes)
-      } else {
+      } else if domain.isPurgeable {
         // This unlink removed the last name, so it (not a purge) gives the bytes back.
-        if domain.isPurgeable { books.catalog.removeFile(ino: ino) }
-        books.ledger.charge(domain: domain, delta: -bytes)
+        books.catalog.removeFile(ino: ino)
       }
+      books.ledger.charge(domain: chargedDomain, delta: -bytes)
     }
   }
 
@@ -150,6 +152,23 @@ extension SandboxFilesystem {
     }
   }
 
+  /// Moves the charge of one item that changed domain (from `from` to `to`), and the
+  /// domain of its inode if the kernel holds it (`cached`). A held inode is switched under
+  /// its allocation's lock with the books' lock inside it, so a measurement racing the move
+  /// charges either the old domain before the move or the new one after it; one already
+  /// switched (looked up in its new place) is left alone.
+  func moveCharge(_ st: stat, cached: Inode?, from: StorageDomain, to: StorageDomain) {
+    guard let inode = cached else {
+      storage.move(Int64(st.st_blocks) * 512, from: from, to: to)
+      return
+    }
+    inode.allocated.withLock { charged in
+      guard inode.domain == from else { return }
+      inode.domain = to
+      storage.move(charged, from: from, to: to)
+    }
+  }
+
   /// Mirrors a rename of `st` from `oldName` in `from` to `newName` in `to` (same domain,
   /// or a non-directory with one link moving between domains).
   func moved(_ st: stat, from oldName: [UInt8], in from: Inode, to newName: [UInt8], in to: Inode) {
@@ -165,13 +184,10 @@ extension SandboxFilesystem {
     let cached = inodes.existing(backingInode: ino)
     let bytes = cached?.allocated.withLock { $0 } ?? Int64(st.st_blocks) * 512
     let newParent = catalogParent(to)
-    cached?.domain = to.domain  // before the books: an open from now on pins it there
+    // Before the books: an open from now on pins it there.
+    if from.domain != to.domain { moveCharge(st, cached: cached, from: from.domain, to: to.domain) }
     storage.books.withLock { books in
       let catalog = books.catalog
-      if from.domain != to.domain {
-        books.ledger.charge(domain: from.domain, delta: -bytes)
-        books.ledger.charge(domain: to.domain, delta: bytes)
-      }
       let registered: Bool
       if case .directory(let parentIno)? = newParent {
         registered = catalog.containsDirectory(ino: parentIno)

@@ -9,10 +9,9 @@ import SandboxPolicy
 // MARK: - Creating, removing, renaming and linking names
 //
 // Layout: nothing new at the container root; fixed directories are never removed,
-// renamed or replaced. Domains: a directory never changes domain (a rename or exchange
-// that would move one is EXDEV, which `mv` and Foundation answer by copying); files may
-// move (and be exchanged) between domains, and their bytes move with them, unless they
-// have more than one link (links stay within a domain: EXDEV).
+// renamed or replaced. Domains: files and directories move (and are exchanged) between
+// domains with one rename, their bytes with them (a directory: `+DomainMoves`), unless a
+// file has a link that would stay behind (links stay within a domain: EXDEV).
 
 extension SandboxFilesystem {
   /// `mknod` (regular files, fifos, sockets; devices when the caller may): +1 lookup.
@@ -137,10 +136,15 @@ extension SandboxFilesystem {
     let target = try? Sys.fstatat(to.fd, newName.cString, AT_SYMLINK_NOFOLLOW)
     let exchange = flags & Linux.renameExchange != 0
     if from.domain != to.domain {
-      // A directory never changes domain, and a file with other links would leave them
-      // behind (hard links stay within a domain, so its bytes are charged to one).
+      // A file with other links would leave them behind (hard links stay within a domain,
+      // so its bytes are charged to one); a directory takes its subtree's books along.
       let moves = [source] + (exchange ? target.map { [$0] } ?? [] : [])
-      if moves.contains(where: { $0.st_mode & S_IFMT == S_IFDIR || $0.st_nlink > 1 }) { throw .crossDevice }
+      if moves.contains(where: { $0.st_mode & S_IFMT != S_IFDIR && $0.st_nlink > 1 }) { throw .crossDevice }
+      if moves.contains(where: { $0.st_mode & S_IFMT == S_IFDIR }) {
+        try renameAcrossDomains(
+          from: from, name: name, to: to, newName: newName, flags: flags, source: source, target: target)
+        return
+      }
     }
     // The target directory may grow by a name; a rename is not refused for it (what a
     // full sandbox cannot reserve is purged afterwards, if anything is purgeable).

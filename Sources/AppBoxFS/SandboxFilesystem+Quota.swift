@@ -61,40 +61,44 @@ extension SandboxFilesystem {
   @discardableResult
   func settle(_ reservation: consuming Reservation, _ inode: Inode, fd: Int32, known: stat? = nil) -> stat? {
     let (reserved, domain) = reservation.handOver()
-    if domain != inode.domain, reserved != 0 {
-      storage.charge(-reserved, domain: domain)  // the file moved to another domain meanwhile
-      return measure(inode, fd: fd, reserved: 0, known: known)
-    }
-    return measure(inode, fd: fd, reserved: reserved, known: known)
+    return measure(inode, fd: fd, reserved: reserved, reservedIn: domain, known: known)
   }
 
   /// Measures `inode`'s allocation after a change that reserved nothing (a truncate, an
   /// fsync, a release) and charges the difference.
   @discardableResult
   func account(_ inode: Inode, fd: Int32, known: stat? = nil) -> stat? {
-    measure(inode, fd: fd, reserved: 0, known: known)
+    measure(inode, fd: fd, reserved: 0, reservedIn: inode.domain, known: known)
   }
 
   /// Measures `inode`'s allocation after a change and settles the quota: the difference to
-  /// what was charged before, minus what was reserved for the change. `known`: the file's
-  /// stat taken since the change, which saves the `fstat`.
+  /// what was charged before, minus what was reserved (in `reservedIn`) for the change.
+  /// `known`: the file's stat taken since the change, which saves the `fstat`.
   /// - Returns: the file's attributes as measured (nil when it was off the books).
-  private func measure(_ inode: Inode, fd: Int32, reserved: Int64, known: stat?) -> stat? {
-    let domain = inode.domain
-    // Measured under the inode's lock, which `untrack` takes too: a close racing an
-    // unlink either settles before the unlink gives the bytes back, or sees no link left.
-    let measured = inode.allocated.withLock { charged -> (delta: Int64, now: Int64, st: stat)? in
+  private func measure(
+    _ inode: Inode, fd: Int32, reserved: Int64, reservedIn reservedDomain: StorageDomain, known: stat?
+  ) -> stat? {
+    // Measured under the inode's lock, which `untrack` and a move to another domain take
+    // too: a close racing an unlink either settles before the unlink gives the bytes back,
+    // or sees no link left; one racing a move charges the domain the move found.
+    let measured = inode.allocated.withLock {
+      charged -> (delta: Int64, now: Int64, st: stat, domain: StorageDomain)? in
       // An unlinked or purged file was taken off the books with its last name.
       guard let st = known ?? (try? Sys.fstat(fd)), st.st_nlink > 0, !inode.purged.load(ordering: .relaxed) else {
         return nil
       }
       let now = Int64(st.st_blocks) * 512
       defer { charged = now }
-      return (now - charged, now, st)
+      return (now - charged, now, st, inode.domain)
     }
-    guard let (delta, now, st) = measured else {
-      if reserved != 0 { storage.charge(-reserved, domain: domain) }
+    guard let (delta, now, st, domain) = measured else {
+      if reserved != 0 { storage.charge(-reserved, domain: reservedDomain) }
       return nil
+    }
+    var reserved = reserved
+    if domain != reservedDomain, reserved != 0 {
+      storage.charge(-reserved, domain: reservedDomain)  // the file moved to another domain meanwhile
+      reserved = 0
     }
     let tracked = domain.isPurgeable && inode.isRegularFile ? inode.key.inode : nil
     if delta != reserved || tracked != nil {
@@ -140,9 +144,15 @@ extension SandboxFilesystem {
   /// notification must never be sent from a request thread). Directories are worked on in
   /// parallel (unlinks in different directories do not contend). A victim an open took
   /// back is skipped; one whose unlink fails goes back on the catalog (and is logged).
+  /// `progress` hears of the files and bytes unlinked so far, every
+  /// ``purgeProgressInterval`` files (from the threads doing the unlinks).
   /// - Returns: the victims unlinked, with the bytes they gave back.
   @discardableResult
-  func carryOut(_ plan: StorageState.PurgePlan, onRequestThread: Bool) -> [PurgeCatalog.Victim] {
+  func carryOut(
+    _ plan: StorageState.PurgePlan, onRequestThread: Bool, progress: PurgeProgress? = nil
+  ) -> [PurgeCatalog.Victim] {
+    let unlinked = Atomic<Int>(0)
+    let unlinkedBytes = Atomic<Int64>(0)
     var groups: [[[UInt8]]: [Int]] = [:]
     for (index, components) in plan.directories.enumerated() { groups[components, default: []].append(index) }
     let work = Array(groups)
@@ -165,6 +175,11 @@ extension SandboxFilesystem {
         case .unlinked(let cached, let bytes):
           storage.finish(victim.ino, bytes: bytes)
           done.append((index, cached, bytes, directory))
+          if let progress {
+            let total = unlinkedBytes.add(bytes, ordering: .relaxed).newValue
+            let files = unlinked.add(1, ordering: .relaxed).newValue
+            if files % SandboxFilesystem.purgeProgressInterval == 0 { progress(files, total) }
+          }
         case .changed:
           storage.abandon(victim.ino)
         case .failed(let error):
@@ -278,7 +293,8 @@ extension SandboxFilesystem {
   /// Purges on request (the control channel's `purge`) or in the background (the
   /// maintenance queue); never called on a request thread.
   /// - Returns: files and bytes purged.
-  public func purge(_ request: PurgeRequest) -> (files: Int, bytes: Int64) {
+  /// - Parameter progress: hears how far a large purge has got (from the threads doing it).
+  public func purge(_ request: PurgeRequest, progress: PurgeProgress? = nil) -> (files: Int, bytes: Int64) {
     let plan = storage.plan(reason: request.reason) { catalog, _ in
       switch request {
       case .bytes(let bytes): catalog.chooseVictims(toFree: bytes)
@@ -288,7 +304,7 @@ extension SandboxFilesystem {
       case .watermark(let bytes): catalog.chooseVictims(toFree: bytes)
       }
     }
-    let purged = carryOut(plan, onRequestThread: false)
+    let purged = carryOut(plan, onRequestThread: false, progress: progress)
     events.flush()  // when `appbox purge` returns, its events are in the log
     return (purged.count, purged.reduce(0) { $0 + $1.bytes })
   }
@@ -319,6 +335,14 @@ extension SandboxFilesystem {
       schedulePeriodicPurge()
     }
   }
+}
+
+/// Told the files and bytes a purge has unlinked so far.
+public typealias PurgeProgress = @Sendable (_ files: Int, _ bytes: Int64) -> Void
+
+extension SandboxFilesystem {
+  /// How many files a purge unlinks between two reports of its progress.
+  static let purgeProgressInterval = 512
 }
 
 /// What an explicit or background purge frees.

@@ -58,6 +58,10 @@ public final class SandboxFilesystem: Filesystem {
   /// How many inodes the kernel may hold before AppBox asks it to drop some: each holds
   /// an `O_PATH` descriptor, and the process may open only so many.
   let descriptorBudget = max(64, Int(ResourceLimits.openFiles) * 3 / 4 - 64)
+  /// Held through a rename that moves a directory to another domain, so that such moves
+  /// never overlap (the kernel serializes cross-directory renames too). Lock order: taken
+  /// before any other lock of the daemon.
+  let domainMoves = Mutex(())
   /// Whether a request to drop inodes is under way.
   let releasing = Atomic<Bool>(false)
   /// Background work that must not run on a request thread: kernel notifications, timed
@@ -69,10 +73,13 @@ public final class SandboxFilesystem: Filesystem {
   /// - Parameters:
   ///   - configuration: how long the kernel may cache replies.
   ///   - driver: what serves the filesystem (`FuseDriver` on a mount).
+  ///   - indexProgress: told how far the index has got, every few thousand entries and
+  ///     once at the end (a million files take seconds).
   /// - Throws: ``Errno`` when the backing directory cannot be opened or the layout cannot
   ///   be created (e.g. a fixed name exists but is not a directory).
   public init(
-    backingDirectory: String, configuration: CacheTimeouts, options: SandboxOptions, driver: any FilesystemDriver
+    backingDirectory: String, configuration: CacheTimeouts, options: SandboxOptions, driver: any FilesystemDriver,
+    indexProgress: (@Sendable (IndexProgress) -> Void)? = nil
   ) throws(Errno) {
     let rootFD = try Sys.openat(AT_FDCWD, backingDirectory, Linux.openPath | O_DIRECTORY | O_CLOEXEC)
     let rootStat: stat
@@ -91,7 +98,7 @@ public final class SandboxFilesystem: Filesystem {
     backingPath = Array(backingDirectory.utf8)
     (domainRoots, fixedDirectories) = try Self.createLayout(in: rootFD)
     try DefaultProtection.adopt(options.defaultProtection, rootFD: rootFD)
-    let (ledger, catalog) = try BackingScan.run(rootFD: rootFD, capacity: options.capacity)
+    let (ledger, catalog) = try BackingScan.run(rootFD: rootFD, capacity: options.capacity, progress: indexProgress)
     storage = StorageState(ledger: ledger, catalog: catalog, waterMarks: options.waterMarks)
     protection = ProtectionState(options: options)
     events = EventLog(path: options.eventsPath)

@@ -2,6 +2,10 @@ import Posix
 import SandboxPolicy
 import Synchronization
 
+#if canImport(Glibc)
+  import Glibc
+#endif
+
 /// The quota books: usage per domain, the catalog of purgeable files, and counters, under
 /// one lock so that they never disagree.
 ///
@@ -24,6 +28,9 @@ final class StorageState: Sendable {
     var noSpaceRefusals = 0
     /// Victims taken off the catalog by a purge and not yet unlinked or given back.
     var inFlight: [UInt64: InFlight] = [:]
+    /// The top directories of subtrees moving to another domain (``beginMove(_:)``): no
+    /// purge commits to a file inside them.
+    var moving: [UInt64] = []
   }
 
   /// A victim on its way out; `committed` once the purge is about to unlink it.
@@ -50,7 +57,8 @@ final class StorageState: Sendable {
     var reason: PurgeEvent.Reason
   }
 
-  /// Lock order: a leaf lock; held only for bookkeeping, never across a syscall.
+  /// Lock order: held only for bookkeeping, never across a syscall; may be taken inside
+  /// an inode's `allocated` lock (a move to another domain), never the other way round.
   let books: Mutex<Books>
   let waterMarks: WaterMarks?
   /// The backing inode of the purgeable file used last (to skip repeated touches).
@@ -141,9 +149,14 @@ final class StorageState: Sendable {
   /// - Returns: whether to unlink it.
   func commit(_ ino: UInt64) -> Bool {
     books.withLock { books in
-      guard books.inFlight[ino] != nil else { return false }
+      guard let flight = books.inFlight[ino] else { return false }
       guard !books.catalog.contains(ino: ino) else {
         books.inFlight[ino] = nil
+        return false
+      }
+      if Self.isMoving(flight.victim, books: books) {
+        books.inFlight[ino] = nil
+        Self.restore(flight.victim, books: &books)
         return false
       }
       books.inFlight[ino]!.committed = true
@@ -190,6 +203,52 @@ final class StorageState: Sendable {
       lastUse: victim.lastUse)
   }
 
+  // MARK: Subtrees moving between domains
+
+  /// Starts moving the subtrees under the directories `roots` to another domain: from now
+  /// until ``endMove(_:)`` no purge commits to a file inside them (it puts the file back),
+  /// a victim not committed to yet goes back on the catalog, and the victims already
+  /// committed to are returned: the caller waits for them (``waitForVictims(_:)``)
+  /// before the rename, so that no purge unlinks by a directory descriptor or path taken
+  /// before the move a file that is now in another domain.
+  func beginMove(_ roots: [UInt64]) -> [UInt64] {
+    books.withLock { books in
+      books.moving = roots
+      var committed: [UInt64] = []
+      for (ino, flight) in books.inFlight where Self.isMoving(flight.victim, books: books) {
+        if flight.committed {
+          committed.append(ino)
+        } else {
+          books.inFlight[ino] = nil
+          Self.restore(flight.victim, books: &books)
+        }
+      }
+      return committed
+    }
+  }
+
+  /// Waits until the purges that committed to `victims` have unlinked them (or let them go).
+  func waitForVictims(_ victims: [UInt64]) {
+    for ino in victims {
+      while isInFlight(ino) { sched_yield() }
+    }
+  }
+
+  /// Ends a move: `update` brings the catalog up to date, then purges may take the
+  /// subtrees' files again.
+  func endMove(_ update: (inout Books) -> Void) {
+    books.withLock { books in
+      update(&books)
+      books.moving = []
+    }
+  }
+
+  /// Whether `victim` is inside a subtree that is moving to another domain.
+  private static func isMoving(_ victim: PurgeCatalog.Victim, books: borrowing Books) -> Bool {
+    guard !books.moving.isEmpty, let parent = victim.parent.directoryInode else { return false }
+    return books.moving.contains { books.catalog.isDirectory(parent, inside: $0) }
+  }
+
   /// Plans an explicit or background purge.
   func plan(reason: PurgeEvent.Reason, _ choose: (PurgeCatalog, QuotaLedger) -> [PurgeCatalog.Victim]) -> PurgePlan {
     books.withLock { books in
@@ -206,6 +265,15 @@ final class StorageState: Sendable {
       books.ledger.charge(domain: domain, delta: delta)
       if let ino, !books.catalog.setBytes(ino: ino, newBytes) { books.inFlight[ino]?.victim.bytes = newBytes }
       return delta > 0 ? max(0, books.ledger.used - books.ledger.capacity) : 0
+    }
+  }
+
+  /// Moves `bytes` of usage from one domain to another: an item that changed domain.
+  func move(_ bytes: Int64, from: StorageDomain, to: StorageDomain) {
+    guard bytes != 0, from != to else { return }
+    books.withLock { books in
+      books.ledger.charge(domain: from, delta: -bytes)
+      books.ledger.charge(domain: to, delta: bytes)
     }
   }
 

@@ -113,16 +113,28 @@ public struct ReadinessPipe {
     _ = fcntl(readFD, F_SETFD, FD_CLOEXEC)
   }
 
-  /// Reads everything until every write end is closed.
-  public func readAll() -> [UInt8] {
-    var result: [UInt8] = []
+  /// Reads until every write end is closed, handing each complete line (without its
+  /// newline) to `line` as it arrives.
+  /// - Returns: what came after the last newline.
+  public func readLines(_ line: ([UInt8]) -> Void) -> [UInt8] {
+    var pending: [UInt8] = []
     var buffer = [UInt8](repeating: 0, count: 4096)
     while true {
       let count = Glibc.read(readFD, &buffer, buffer.count)
       if count < 0 && errno == EINTR { continue }
-      if count <= 0 { return result }
-      result += buffer[..<count]
+      if count <= 0 { return pending }
+      pending += buffer[..<count]
+      while let newline = pending.firstIndex(of: UInt8(ascii: "\n")) {
+        line(Array(pending[..<newline]))
+        pending.removeSubrange(...newline)
+      }
     }
+  }
+
+  /// Writes a line to a pipe's write end, leaving it open.
+  public static func post(_ line: String, to fd: Int32) {
+    var bytes = Array((line + "\n").utf8)
+    _ = Glibc.write(fd, &bytes, bytes.count)
   }
 
   /// Writes a message to a pipe's write end and closes it.

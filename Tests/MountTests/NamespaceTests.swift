@@ -251,18 +251,21 @@ struct NamespaceTests {
     try fixture.unmount()
   }
 
-  @Test("RENAME_EXCHANGE involving a directory in another domain is EXDEV and changes nothing")
+  @Test("RENAME_EXCHANGE of a directory with a directory or a file in another domain swaps them")
   func renameExchangeDirectoryAcrossDomains() throws {
     let fixture = try MountFixture.unlocked()
     #expect(mkdir(fixture.path("Documents/d"), 0o755) == 0)
+    try writeFile(fixture.path("Documents/d/inside"), bytes("d"))
     #expect(mkdir(fixture.path("tmp/e"), 0o755) == 0)
     try writeFile(fixture.path("tmp/f"), bytes("f"))
-    for (a, b) in [("Documents/d", "tmp/e"), ("Documents/d", "tmp/f")] {
-      let result = Libc.renameat2(AT_FDCWD, fixture.path(a), AT_FDCWD, fixture.path(b), LinuxConstants.RENAME_EXCHANGE)
-      #expect(errnoOf(result) == EXDEV, "\(a) <-> \(b)")
-    }
-    #expect(fileType(try statPath(fixture.path("Documents/d"))) == S_IFDIR)
-    #expect(try readFile(fixture.path("tmp/f")) == bytes("f"))
+    let flags = LinuxConstants.RENAME_EXCHANGE
+    #expect(errnoOf(Libc.renameat2(AT_FDCWD, fixture.path("Documents/d"), AT_FDCWD, fixture.path("tmp/e"), flags)) == 0)
+    #expect(try readFile(fixture.path("tmp/e/inside")) == bytes("d"))
+    #expect(try directoryNames(fixture.path("Documents/d")) == [])
+    #expect(errnoOf(Libc.renameat2(AT_FDCWD, fixture.path("Documents/d"), AT_FDCWD, fixture.path("tmp/f"), flags)) == 0)
+    #expect(fileType(try statPath(fixture.path("tmp/f"))) == S_IFDIR)
+    #expect(try readFile(fixture.path("Documents/d")) == bytes("f"))
+    #expect(try readFile(fixture.backingPath("Documents/d")) == bytes("f"))
     try fixture.unmount()
   }
 
@@ -463,7 +466,7 @@ struct NamespaceTests {
   // MARK: - storage domains
 
   @Test(
-    "a directory never changes domain: rename to another domain is EXDEV and changes nothing; `mv` falls back to copying",
+    "a directory moves to another domain with one rename, as on a device: `mv` keeps its inode (no copy)",
     arguments: [
       ("Documents/d", "tmp/d"), ("Library/Caches/d", "Documents/d"), ("tmp/d", "Library/Application Support/d"),
       ("Library/Preferences/d", "Library/Caches/d"),
@@ -472,13 +475,14 @@ struct NamespaceTests {
     let fixture = try MountFixture.unlocked()
     #expect(mkdir(fixture.path(source), 0o755) == 0)
     try writeFile(fixture.path(source + "/f"), bytes("f"))
-    #expect(errnoOf(rename(fixture.path(source), fixture.path(target))) == EXDEV)
-    #expect(try readFile(fixture.path(source + "/f")) == bytes("f"))
-    #expect(errnoOf(access(fixture.path(target), F_OK)) == ENOENT)
-    #expect(errnoOf(access(fixture.backingPath(target), F_OK)) == ENOENT)
-    try Command.shell("mv " + shellQuote(fixture.path(source)) + " " + shellQuote(fixture.path(target)))
+    let ino = try statPath(fixture.path(source)).st_ino
+    #expect(rename(fixture.path(source), fixture.path(target)) == 0)
     #expect(try readFile(fixture.path(target + "/f")) == bytes("f"))
     #expect(errnoOf(access(fixture.path(source), F_OK)) == ENOENT)
+    #expect(errnoOf(access(fixture.backingPath(source), F_OK)) == ENOENT)
+    try Command.shell("mv " + shellQuote(fixture.path(target)) + " " + shellQuote(fixture.path(source)))
+    #expect(try statPath(fixture.path(source)).st_ino == ino)
+    #expect(try readFile(fixture.backingPath(source + "/f")) == bytes("f"))
     try fixture.unmount()
   }
 

@@ -405,9 +405,8 @@ struct RealProgramTests {
     assert stat.S_IMODE(os.stat(os.path.join(dst, "d1")).st_mode) == 0o750
     assert sorted(os.listdir(os.path.join(dst, "shortcut"))) == sorted(os.listdir(os.path.join(src, "d0", "e0")))
 
-    # Directory renames within a domain; across domains through shutil.move, which copies
-    # when rename says EXDEV (AppBox keeps directories in their domain); a file os.rename
-    # across domains.
+    # Directory renames within a domain; across domains through shutil.move (one rename,
+    # as on a device); a file os.rename across domains.
     renamed = os.path.join(docs, "renamed")
     os.rename(dst, renamed)
     assert not os.path.exists(dst) and os.path.isdir(renamed)

@@ -141,6 +141,18 @@ struct PolicyModel {
   }
 
   /// `lstat` of a local path.
+  /// Whether a file below a local directory has a link outside it.
+  static func holdsLinkOutside(_ directory: String) -> Bool {
+    var links: [UInt64: (seen: Int, total: Int)] = [:]
+    guard let enumerator = FileManager.default.enumerator(atPath: directory) else { return false }
+    for case let relative as String in enumerator {
+      guard let info = lstatOf(directory + "/" + relative), info.st_mode & S_IFMT != S_IFDIR, info.st_nlink > 1
+      else { continue }
+      links[UInt64(info.st_ino), default: (0, Int(info.st_nlink))].seen += 1
+    }
+    return links.values.contains { $0.seen < $0.total }
+  }
+
   static func lstatOf(_ path: String) -> stat? {
     var info = stat()
     return lstat(path, &info) == 0 ? info : nil
@@ -225,11 +237,13 @@ struct PolicyModel {
         domain(ofLocal: source) != domain(ofLocal: target), let sourceInfo = Self.lstatOf(source)
       else { return expect }
       let exchanged = flags & cposix_rename_exchange() != 0 ? Self.lstatOf(target) : nil
-      let staying = { (info: stat) in info.st_mode & S_IFMT == S_IFDIR || info.st_nlink > 1 }
-      if staying(sourceInfo) || exchanged.map(staying) == true {
+      let staying = { (info: stat, path: String) in
+        info.st_mode & S_IFMT == S_IFDIR ? Self.holdsLinkOutside(path) : info.st_nlink > 1
+      }
+      if staying(sourceInfo, source) || exchanged.map({ staying($0, target) }) == true {
         expect.refusals = [EXDEV]
         expect.mustFail = true
-        expect.rule = "directories and files with other links never change storage domain (EXDEV)"
+        expect.rule = "a file with a link that would stay behind never changes storage domain (EXDEV)"
       }
     case .link(let from, let to):
       guard let source = locate(from, followLast: false), let target = locate(to, followLast: false),
