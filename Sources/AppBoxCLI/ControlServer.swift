@@ -9,7 +9,9 @@ import Synchronization
 /// again on every connection. One request line in, one JSON line out.
 ///
 /// Requests: `lock`, `unlock`, `status`, `descriptors`, `purge bytes N`, `purge domain
-/// caches|tmp`, `purge older-than SECONDS [caches|tmp]`, `resize BYTES resize|schedule`.
+/// caches|tmp`, `purge older-than SECONDS [caches|tmp]`, `resize BYTES resize|schedule`,
+/// and `run allow|deny|end` (``DeviceControlGate``, which may refuse the requests that
+/// change the device).
 /// Connections are served concurrently, each on
 /// a thread of its own with a read timeout, so an idle client holds up no one; at most
 /// ``maximumConnections`` at a time. Anything else a client sends gets an error reply and
@@ -20,6 +22,8 @@ final class ControlServer: Sendable {
   private let owner = Sys.effectiveUID
   /// Connections being served now.
   private let active = Mutex(0)
+  /// Who may change the device: the runs of `appbox run` and their programs.
+  private let gate = DeviceControlGate()
 
   /// Connections served at once; more are answered "busy" and closed.
   static let maximumConnections = 16
@@ -71,7 +75,7 @@ final class ControlServer: Sendable {
     do { try UnixSocket.setTimeouts(connection, milliseconds: Self.timeoutMilliseconds) } catch {
       return  // without a timeout a client could hold this thread forever
     }
-    guard let peer = UnixSocket.peerUID(connection), peer == owner || peer == 0 else {
+    guard let peer = try? UnixSocket.peerCredentials(connection), peer.uid == owner || peer.uid == 0 else {
       reply(connection, Self.error("not the owner of this mount"))
       return
     }
@@ -79,7 +83,8 @@ final class ControlServer: Sendable {
       reply(connection, Self.error("request longer than \(Self.maximumRequestBytes) bytes"))
       return
     }
-    reply(connection, handle(String(decoding: line, as: UTF8.self)))
+    let request = String(decoding: line, as: UTF8.self)
+    reply(connection, gate.answer(request, peer: peer.pid) ?? handle(request))
   }
 
   private func reply(_ connection: Int32, _ text: String) {
@@ -89,6 +94,11 @@ final class ControlServer: Sendable {
   /// An error reply.
   static func error(_ message: String) -> String {
     "{\"ok\":false,\"error\":\(JSONText.quoted(message))}"
+  }
+
+  /// A refusal of a request the peer may not make (`appbox` exits 77 on it).
+  static func refusal(_ message: String) -> String {
+    "{\"ok\":false,\"error\":\(JSONText.quoted(message)),\"refused\":true}"
   }
 
   /// Answers one request.
