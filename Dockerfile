@@ -9,9 +9,9 @@
 #     appbox appbox run -- sh -c 'ls "$HOME"'  # a command in a fresh sandbox
 #
 # Why each flag, the user it runs as and the sidecar: Integration/README.md.
-# The build stage also builds the example program Examples/StorageExample
-# (/usr/local/bin/appbox-storage-example): `docker build --target build -t appbox-build .`
-# keeps it for Examples/Dockerfile, an image FROM this one that tests it.
+# The build stage also builds the example programs in Examples/
+# (/usr/local/bin/appbox-example-*): `docker build --target build -t appbox-build .`
+# keeps them for Examples/Dockerfile, an image FROM this one that tests two of them.
 #
 # The base images are build arguments so the file builds from the official images
 # (the defaults) or from local ones (Integration/docker/make-local-base-images.sh).
@@ -25,15 +25,17 @@ RUN apt-get update \
 WORKDIR /src
 COPY Package.swift ./
 COPY Sources/ Sources/
-COPY Examples/StorageExample/ Examples/StorageExample/
+COPY Examples/ Examples/
 COPY bench/purge-catalog/ bench/purge-catalog/
 # The manifest names the test targets too: their sources must be there (nothing of them
 # is built).
 COPY Tests/ Tests/
 RUN swift build -c release --static-swift-stdlib --product appbox \
- && swift build -c release --static-swift-stdlib --product appbox-storage-example \
+ && for example in document-store protected-secret; do \
+      swift build -c release --static-swift-stdlib --product appbox-example-$example || exit 1; \
+    done \
  && bin="$(swift build -c release --show-bin-path)" \
- && install -m 0755 "$bin/appbox" "$bin/appbox-storage-example" /usr/local/bin/
+ && install -m 0755 "$bin/appbox" "$bin"/appbox-example-* /usr/local/bin/
 
 FROM ${RUNTIME_IMAGE}
 # fuse3 brings libfuse3 and fusermount3 (setuid root); libsqlite3 is for backups; attr,

@@ -10,6 +10,14 @@ import PackageDescription
 // Glibc's module does not export). SandboxPolicy is pure Swift. AppBoxKit is a client
 // library for programs run in a sandbox: Posix, SandboxPolicy and PlainFoundation, never
 // the filesystem. CSQLite (libsqlite3) serves only the CLI's backups (Manifest.db).
+// Example programs, one small executable each (Examples/DIRECTORY/main.swift), written as
+// for iOS with `import AppBoxKit`; MountTests runs them under `appbox run`.
+let examples: [(directory: String, name: String)] = [
+  ("DocumentStore", "appbox-example-document-store"), ("ImageCache", "appbox-example-image-cache"),
+  ("CacheCleaner", "appbox-example-cache-cleaner"), ("Downloads", "appbox-example-downloads"),
+  ("CapacityCheck", "appbox-example-capacity-check"), ("ProtectedSecret", "appbox-example-protected-secret"),
+]
+
 let package = Package(
   name: "AppBox",
   products: [
@@ -40,17 +48,17 @@ let package = Package(
     // PlainFoundation reaches Foundation's members that AppBoxKit declares again.
     .target(name: "PlainFoundation"),
     .target(name: "AppBoxKit", dependencies: ["PlainFoundation", "Posix", "SandboxPolicy"]),
-    .executableTarget(name: "appbox-storage-example", dependencies: ["AppBoxKit"], path: "Examples/StorageExample"),
     .executableTarget(
       name: "purge-catalog-bench", dependencies: ["SandboxPolicy"], path: "bench/purge-catalog",
       exclude: ["README.md"]),
     .testTarget(name: "SandboxPolicyTests", dependencies: ["SandboxPolicy"]),
     .testTarget(
-      name: "MountTests", dependencies: ["appbox", "appbox-storage-example", "CPosixShim", "Posix", "SandboxPolicy"]),
+      name: "MountTests", dependencies: ["appbox", "CPosixShim", "Posix", "SandboxPolicy"] + examples.map { .target(name: $0.name) }),
     .testTarget(name: "FuseDeviceTests", dependencies: ["CFuseDevice"]),
     // The filesystem driven through its protocol in memory: no kernel, no /dev/fuse.
     .testTarget(name: "AppBoxFSTests", dependencies: ["AppBoxFS", "FilesystemInterface", "Posix", "SandboxPolicy"]),
     .testTarget(name: "AppBoxCLITests", dependencies: ["AppBoxCLI", "AppBoxFS", "FilesystemInterface", "Posix"]),
-    .testTarget(name: "AppBoxKitTests", dependencies: ["AppBoxKit", "Posix", "appbox"]),
+    .testTarget(name: "AppBoxKitTests", dependencies: ["AppBoxKit", "Posix", "SandboxPolicy", "appbox"]),
   ]
+    + examples.map { .executableTarget(name: $0.name, dependencies: ["AppBoxKit"], path: "Examples/\($0.directory)") }
 )

@@ -85,13 +85,15 @@ enum ControlClient {
       reply = String(decoding: UnixSocket.readLine(fd) ?? [], as: UTF8.self)
     }
     guard reply.hasPrefix("{\"ok\":true") else {
-      let message = object(reply)["error"] as? String
+      let answer = object(reply)
+      let message = answer["error"] as? String
       if message == "not the owner of this mount" {
         throw CLIError(.noPermission, "only the user who mounted \(target.mountpoint) (or root) may control it")
       }
       guard let message else {
         throw CLIError(.busy, "the daemon of \(target.mountpoint) gave no answer")
       }
+      if answer["refused"] as? Bool == true { throw CLIError(.noPermission, message) }
       throw CLIError(.failure, message)
     }
     return reply

@@ -10,7 +10,9 @@ import Synchronization
 /// lines, for a purge asked with a trailing `progress`).
 ///
 /// Requests: `lock`, `unlock`, `status`, `descriptors`, `purge bytes N`, `purge domain
-/// caches|tmp`, `purge older-than SECONDS [caches|tmp]`, `resize BYTES resize|schedule`.
+/// caches|tmp`, `purge older-than SECONDS [caches|tmp]`, `resize BYTES resize|schedule`,
+/// and `run allow|deny|end` (``DeviceControlGate``, which may refuse the requests that
+/// change the device).
 /// Connections are served concurrently, each on
 /// a thread of its own with a read timeout, so an idle client holds up no one; at most
 /// ``maximumConnections`` at a time. Anything else a client sends gets an error reply and
@@ -21,6 +23,8 @@ final class ControlServer: Sendable {
   private let owner = Sys.effectiveUID
   /// Connections being served now.
   private let active = Mutex(0)
+  /// Who may change the device: the runs of `appbox run` and their programs.
+  private let gate = DeviceControlGate()
 
   /// Connections served at once; more are answered "busy" and closed.
   static let maximumConnections = 16
@@ -82,7 +86,7 @@ final class ControlServer: Sendable {
     do { try UnixSocket.setTimeouts(connection, milliseconds: Self.timeoutMilliseconds) } catch {
       return  // without a timeout a client could hold this thread forever
     }
-    guard let peer = UnixSocket.peerUID(connection), peer == owner || peer == 0 else {
+    guard let peer = try? UnixSocket.peerCredentials(connection), peer.uid == owner || peer.uid == 0 else {
       reply(connection, Self.error("not the owner of this mount"))
       return
     }
@@ -96,7 +100,7 @@ final class ControlServer: Sendable {
       request.removeLast(" progress".count)
       progress = purgeProgress(to: connection)
     }
-    reply(connection, handle(request, progress: progress))
+    reply(connection, gate.answer(request, peer: peer.pid) ?? handle(request, progress: progress))
   }
 
   /// Progress lines of a purge for a client that asked (`purge … progress`), paced
@@ -120,6 +124,11 @@ final class ControlServer: Sendable {
   /// An error reply.
   static func error(_ message: String) -> String {
     "{\"ok\":false,\"error\":\(JSONText.quoted(message))}"
+  }
+
+  /// A refusal of a request the peer may not make (`appbox` exits 77 on it).
+  static func refusal(_ message: String) -> String {
+    "{\"ok\":false,\"error\":\(JSONText.quoted(message)),\"refused\":true}"
   }
 
   /// Answers one request (`progress`: where a purge reports how far it got).

@@ -15,14 +15,14 @@ enum RunCommand {
       --backing the data lives in a temporary backing directory that is deleted afterwards;
       with --backing alone, a mount of that backing directory is reused if there is one.
       A sandbox mounted for the run starts UNLOCKED (--bfu: before first unlock).
-      --allow-device-control lets AppBoxKit in the program lock, unlock and purge
-      (AppBoxDevice); it runs as you, so this is a switch for tests, not a barrier.
+      The daemon refuses lock, unlock, purge and resize from PROGRAM and its descendants
+      (77) unless --allow-device-control is given; your own terminal keeps control.
       SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to appbox are passed on to PROGRAM.
 
       The program's environment: HOME and CFFIXED_USER_HOME = the container root,
       XDG_DATA_HOME and XDG_STATE_HOME = Library/Application Support, XDG_CACHE_HOME =
       Library/Caches, XDG_CONFIG_HOME = Library/Preferences, TMPDIR = tmp,
-      APPBOX_CONTAINER = the container root.
+      APPBOX_CONTAINER = the container root, APPBOX_EVENTS = the mount's event log.
     """
 
   /// Runs the command and exits the process with the program's status.
@@ -32,16 +32,30 @@ enum RunCommand {
       throw CLIError(.osError, "cannot install signal handlers: \(error)")
     }
     let mount = try SandboxMount.prepare(plan)
-    let status = runProgram(plan, root: mount.mountpoint)
+    let registration: RunRegistration?
+    do throws(CLIError) {
+      // Orphaned descendants of the program are re-parented here, not to init: the daemon
+      // sees them in the run's tree. (Only now: the daemon a mount started is no child.)
+      do throws(Errno) { try Sys.becomeChildSubreaper() } catch {
+        throw CLIError(.osError, "cannot become the program's subreaper: \(error)")
+      }
+      registration = try RunRegistration.register(mountpoint: mount.mountpoint, allowsControl: plan.allowDeviceControl)
+    } catch {
+      mount.finish()
+      throw error
+    }
+    let status = runProgram(plan, root: mount.mountpoint, events: registration?.target.files.events)
+    registration?.end()
     mount.finish()
     exit(status)
   }
 
   /// Starts the program and waits for it; 127 when it is not found, 126 when it cannot be
   /// run, as a shell answers.
-  static func runProgram(_ plan: RunPlan, root: String) -> Int32 {
+  static func runProgram(_ plan: RunPlan, root: String, events: String?) -> Int32 {
     var environment = SandboxEnvironment.variables(root: root, base: ProcessInfo.processInfo.environment)
     environment["APPBOX_DEVICE_CONTROL"] = plan.allowDeviceControl ? Spawn.currentExecutable : nil
+    environment["APPBOX_EVENTS"] = events
     let pid: pid_t
     do {
       pid = try ProgramLaunch.start(plan.program[0], plan.program, environment: environment)
@@ -68,7 +82,7 @@ struct RunPlan {
   var backing: String?
   /// The program and its arguments.
   var program: [String]
-  /// Whether AppBoxKit in the program may lock, unlock and purge (`--allow-device-control`).
+  /// Whether the program may lock, unlock, purge and resize (`--allow-device-control`).
   var allowDeviceControl = false
 
   /// Parses the arguments after `run`; the mount options are checked by `appbox mount`'s

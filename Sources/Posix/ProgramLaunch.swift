@@ -40,12 +40,21 @@ public enum ProgramLaunch {
   }
 
   /// Waits for the program to end, then stops forwarding signals to it (before its pid is
-  /// released, so a late signal never reaches a recycled pid).
+  /// released, so a late signal never reaches a recycled pid). Other children that end
+  /// meanwhile (orphaned descendants, re-parented here when this process is a child
+  /// subreaper) are reaped.
   /// - Returns: its exit code, or 128 + the signal that ended it.
   public static func wait(_ pid: pid_t) -> Int32 {
-    var info = siginfo_t()
-    while waitid(P_PID, id_t(pid), &info, WEXITED | WNOWAIT) != 0 {
-      if errno != EINTR { break }
+    while true {
+      var info = siginfo_t()
+      guard waitid(P_ALL, 0, &info, WEXITED | WNOWAIT) == 0 else {
+        if errno == EINTR { continue }
+        break
+      }
+      let exited = info._sifields._sigchld.si_pid
+      if exited == pid || exited <= 0 { break }
+      var status: Int32 = 0
+      _ = waitpid(exited, &status, 0)
     }
     cposix_forward_signals_to(0)
     return Spawn.wait(pid)

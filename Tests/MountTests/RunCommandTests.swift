@@ -7,12 +7,14 @@ import Testing
   import Glibc
 #endif
 
-/// `appbox run` and AppBoxKit, end to end: a real Swift program written with Apple's calls
-/// (Examples/StorageExample) and shell programs, run in a sandbox, checked from outside.
+/// `appbox run` end to end: shell programs and a Swift example program run in a sandbox,
+/// checked from outside (the examples themselves: ExampleProgramTests).
 @Suite("appbox run", .needsFUSE, .serialized, .timeLimit(.minutes(10)))
 struct RunCommandTests {
-  /// The example program built next to the tests.
-  static let example = (Command.appbox as NSString).deletingLastPathComponent + "/appbox-storage-example"
+  /// The example program `appbox-example-NAME` (Examples/), built next to the tests.
+  static func example(_ name: String) -> String {
+    (Command.appbox as NSString).deletingLastPathComponent + "/appbox-example-" + name
+  }
 
   /// The `key=value` lines a program printed (the last value of each key).
   static func lines(_ output: String) -> [String: String] {
@@ -35,58 +37,6 @@ struct RunCommandTests {
     process.terminate()
     process.waitUntilExit()
     Issue.record("the run did not end within \(seconds) s", sourceLocation: sourceLocation)
-  }
-
-  @Test("a Swift program using only import AppBoxKit stores, protects, excludes and measures in the sandbox")
-  func storageExample() throws {
-    let directories = try SandboxDirectories()
-    let result = try Command.run(Command.appbox, ["run", "--backing", directories.backing, "--", Self.example])
-    #expect(result.status == 0, "\(result.error)\(result.output)")
-    let seen = Self.lines(result.output)
-    let root = try #require(seen["home"])
-    #expect(root.hasPrefix("/tmp/appbox-run-") && root.hasSuffix("/container"))
-    #expect(seen["documents"] == root + "/Documents")
-    #expect(seen["support"] == root + "/Library/Application Support")
-    #expect(seen["caches"] == root + "/Library/Caches")
-    #expect(seen["library"] == root + "/Library")
-    #expect(seen["tmp"] == root + "/tmp")
-    #expect(seen["store.protection"] == #"FileProtectionType(rawValue: "NSFileProtectionComplete")"#)
-    #expect(seen["note.protection"] == #"FileProtectionType(rawValue: "NSFileProtectionCompleteUnlessOpen")"#)
-    #expect(seen["note.protection.after"] == #"FileProtectionType(rawValue: "NSFileProtectionNone")"#)
-    #expect(seen["note.fileProtection"] == "NSURLFileProtectionNone")
-    #expect(seen["downloads.excluded"] == "true")
-    #expect(seen["download.excluded"] == "true")
-    #expect(seen["flip.excluded"] == "false")
-    #expect(seen["store.excluded"] == "false")
-    let important = try #require(seen["important"].flatMap { Int64($0) })
-    let opportunistic = try #require(seen["opportunistic"].flatMap { Int64($0) })
-    #expect(important > 4_000_000_000 && important <= 4 << 30, "the default 4G capacity, minus what is used")
-    #expect(opportunistic <= important)
-    #expect(seen["large.write"] == "refused by the capacity check")
-    #expect(seen["protectedDataAvailable"] == "true")
-
-    // From outside: the files are in the right directories of the backing, with Apple's
-    // attributes (under their user. names) and AppBox's class.
-    let backing = directories.backing
-    let store = backing + "/Library/Application Support/store.json"
-    #expect(try readFile(store) == bytes(#"{"notes":["first"]}"#))
-    #expect(try getXattr(store, "user.appbox.protection") == bytes("complete"))
-    #expect(try getXattr(backing + "/Documents/note.txt", "user.appbox.protection") == bytes("none"))
-    #expect(
-      try getXattr(
-        backing + "/Library/Application Support/Downloads", "user.appbox.x." + BackupExclusion.attributeName)
-        == BackupExclusion.appleValue)
-    #expect(try backingXattrNames(backing + "/Library/Caches/flip.dat").allSatisfy { !$0.contains("com.apple") })
-    #expect(
-      try backingXattrNames(backing + "/Library/Application Support/store.json").allSatisfy {
-        !$0.contains("com.apple")
-      })
-    #expect(FileManager.default.fileExists(atPath: backing + "/Library/Preferences/appbox-storage-example.plist"))
-    // The atomic write left no temporary file behind.
-    #expect(try directoryNames(backing + "/Library/Application Support") == ["Downloads", "store.json"])
-    // Unmounted afterwards, and the private mountpoint removed.
-    #expect(!MountFixture.isMounted(root))
-    #expect(!FileManager.default.fileExists(atPath: (root as NSString).deletingLastPathComponent))
   }
 
   @Test("a shell program gets HOME, XDG_* and TMPDIR in the sandbox; the temporary backing is deleted")
@@ -189,15 +139,15 @@ struct RunCommandTests {
       "/usr/bin/setpriv",
       [
         "--reuid=65534", "--regid=65534", "--clear-groups", "--", Command.appbox, "run", fixture.mountpoint, "--",
-        Self.example,
+        Self.example("document-store"), "mine",
       ],
       environment: ["PATH": "/usr/bin:/bin"])
     #expect(result.status == 0, "\(result.error)\(result.output)")
     let seen = Self.lines(result.output)
     #expect(seen["home"] == fixture.mountpoint)
-    #expect(seen["store.protection"] == #"FileProtectionType(rawValue: "NSFileProtectionComplete")"#)
-    #expect(seen["downloads.excluded"] == "true")
-    let store = fixture.backingPath("Library/Application Support/store.json")
+    #expect(seen["protection"] == #"FileProtectionType(rawValue: "NSFileProtectionComplete")"#)
+    #expect(seen["notes"] == "mine")
+    let store = fixture.backingPath("Library/Application Support/notes.json")
     #expect(try getXattr(store, "user.appbox.protection") == bytes("complete"))
     #expect(try statPath(store).st_uid == 65534)
     #expect(MountFixture.isMounted(fixture.mountpoint))
@@ -228,33 +178,6 @@ struct RunCommandTests {
     }
   }
 
-  @Test(
-    "a lock posts will-become-unavailable, class A is then refused with EPERM; an unlock posts did-become-available")
-  func lockCycle() throws {
-    let fixture = try MountFixture.unlocked(["--grace", "1s"])
-    let output = fixture.root + "/output"
-    try writeFile(output, [])
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: Command.appbox)
-    process.arguments = ["run", fixture.mountpoint, "--", Self.example, "lock-cycle"]
-    process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: output))
-    try process.run()
-    func seen() -> String { (try? String(contentsOfFile: output, encoding: .utf8)) ?? "" }
-    #expect(fixture.waitUntil(seconds: 30) { seen().contains("ready=true") }, "\(seen())")
-    #expect(try Command.run(Command.appbox, ["lock", fixture.mountpoint]).status == 0)
-    #expect(fixture.waitUntil(seconds: 30) { seen().contains("locked.read=") }, "\(seen())")
-    #expect(try Command.run(Command.appbox, ["unlock", fixture.mountpoint]).status == 0)
-    try Self.waitForExit(process)
-    #expect(process.terminationStatus == 0)
-    let lines = seen().split(separator: "\n").map(String.init)
-    #expect(
-      lines == [
-        "ready=true", "event=willBecomeUnavailable", "locked.read=257 1", "locked.c.write=still working",
-        "event=didBecomeAvailable",
-        "unlocked.read=s3cret",
-      ])
-    try fixture.unmount()
-  }
 }
 
 extension RunCommandTests {
@@ -283,42 +206,6 @@ extension RunCommandTests {
     #expect(
       result.error == "appbox: using the mount at \(fixture.mountpoint) as it is; not applied: --capacity 1G --bfu\n")
     try fixture.unmount()
-  }
-
-  @Test("the image cache serves from memory and disk, and after a purge of Caches fetches again instead of failing")
-  func imageCacheSurvivesPurge() throws {
-    let fixture = try MountFixture.unlocked()
-    let source = fixture.root + "/source"
-    try FileManager.default.createDirectory(atPath: source, withIntermediateDirectories: false)
-    try writeFile(source + "/a.png", pattern(3000, seed: 1))
-    try writeFile(source + "/b.png", pattern(5000, seed: 2))
-    func run() throws -> [String: String] {
-      let result = try Command.run(
-        Command.appbox, ["run", fixture.mountpoint, "--", Self.example, "image-cache", source, "a.png", "b.png"])
-      #expect(result.status == 0, "\(result.error)\(result.output)")
-      return Self.lines(result.output)
-    }
-    #expect(try run() == ["a.png": "fetched,memory,3000", "b.png": "fetched,memory,5000"])
-    #expect(try run() == ["a.png": "disk,memory,3000", "b.png": "disk,memory,5000"])
-    #expect(try directoryNames(fixture.backingPath("Library/Caches/images")).count == 2)
-    let purge = try Command.run(Command.appbox, ["purge", fixture.mountpoint, "--domain", "caches", "--all"])
-    #expect(purge.status == 0, "\(purge.error)")
-    #expect(try directoryNames(fixture.backingPath("Library/Caches/images")).isEmpty)
-    #expect(try run() == ["a.png": "fetched,memory,3000", "b.png": "fetched,memory,5000"])
-    try fixture.unmount()
-  }
-
-  @Test("AppBoxDevice locks and unlocks only with --allow-device-control")
-  func deviceControl() throws {
-    let allowed = try Command.run(
-      Command.appbox, ["run", "--grace", "0", "--allow-device-control", "--", Self.example, "self-lock"])
-    #expect(allowed.status == 0, "\(allowed.error)")
-    #expect(allowed.output == "allowed=true\nlock=LOCKED\navailable=false\nunlock=UNLOCKED\n")
-    let refused = try Command.run(Command.appbox, ["run", "--grace", "0", "--", Self.example, "self-lock"])
-    #expect(refused.status == 0, "\(refused.error)")
-    #expect(
-      refused.output
-        == "allowed=false\nrefused=device control is off: start the program with appbox run --allow-device-control\n")
   }
 }
 

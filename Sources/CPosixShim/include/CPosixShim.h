@@ -147,6 +147,10 @@ static inline int cposix_available_cpus(void) {
   return count > 0 ? count : 1;
 }
 
+/// `prctl(PR_SET_CHILD_SUBREAPER, 1)` (prctl is variadic): orphaned descendants are
+/// re-parented to the calling process instead of init. Returns 0, or -1 with errno.
+static inline int cposix_set_child_subreaper(void) { return (int)syscall(SYS_prctl, 36 /* PR_SET_CHILD_SUBREAPER */, 1UL, 0UL, 0UL, 0UL); }
+
 /// `appbox run`: installs handlers for SIGINT, SIGTERM, SIGHUP and SIGQUIT that forward
 /// each signal sent by a process (not a terminal's, which reaches the program itself) to
 /// the pid given to `cposix_forward_signals_to`, or keep it until there is one

@@ -1,0 +1,35 @@
+import Posix
+
+/// A run of `appbox run`, registered with the daemon of its mount (``DeviceControlGate``)
+/// so that the daemon refuses device changes from the program's tree unless the run
+/// allows them.
+struct RunRegistration {
+  /// The mount's daemon.
+  let target: ControlClient.Target
+
+  /// Registers this process as a run on the mount at `mountpoint`. Nil when the caller may
+  /// not control that mount (another user's): then the program, running as the caller,
+  /// cannot reach its daemon either.
+  /// - Throws: when the daemon cannot be reached or refuses (the program must not run
+  ///   without the barrier).
+  static func register(mountpoint: String, allowsControl: Bool) throws(CLIError) -> RunRegistration? {
+    let target: ControlClient.Target
+    do throws(CLIError) { target = try ControlClient.target(mountpoint) } catch {
+      if error.code == .noPermission { return nil }
+      throw CLIError(error.code, "\(error.message); the program did not run")
+    }
+    do throws(CLIError) {
+      _ = try ControlClient.send("run \(allowsControl ? "allow" : "deny")", to: target)
+    } catch {
+      throw CLIError(error.code, "cannot register the run with the daemon of \(mountpoint): \(error.message)")
+    }
+    return RunRegistration(target: target)
+  }
+
+  /// Tells the daemon the run is ending: the program's descendants still running stay
+  /// under the run's rule after this process exits. Nothing to say when none are left.
+  func end() {
+    guard Sys.hasChildren else { return }
+    _ = try? ControlClient.send("run end", to: target)
+  }
+}
