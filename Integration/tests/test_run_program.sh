@@ -8,12 +8,17 @@ make_temp_dir dir
 mkdir "$dir/backing"
 out=$("$APPBOX" run --backing "$dir/backing" -- sh -c '
   echo "$HOME|$XDG_DATA_HOME|$XDG_CACHE_HOME|$XDG_CONFIG_HOME|$TMPDIR" | sed "s#$APPBOX_CONTAINER#ROOT#g"
+  echo "$APPBOX_CONTAINER"
   echo kept > "$XDG_DATA_HOME/kept"; echo scratch > "$TMPDIR/scratch"')
-assert_eq "ROOT|ROOT/Library/Application Support|ROOT/Library/Caches|ROOT/Library/Preferences|ROOT/tmp" "$out" "environment"
+container=$(sed -n 2p <<<"$out")
+assert_eq "ROOT|ROOT/Library/Application Support|ROOT/Library/Caches|ROOT/Library/Preferences|ROOT/tmp" \
+  "$(sed -n 1p <<<"$out")" "environment"
 assert_eq kept "$(cat "$dir/backing/Library/Application Support/kept")" "Application Support in the backing"
 assert_eq scratch "$(cat "$dir/backing/tmp/scratch")" "tmp in the backing"
 grep -q " $dir/" /proc/self/mounts && fail "a mount of the run is left"
-grep -q "appbox-run-" /proc/self/mounts && fail "the run's temporary mount is left"
+[[ $container == /*/appbox-run-*/container ]] || fail "the run's container: $container"
+grep -q " $container " /proc/self/mounts && fail "the run's temporary mount is left"
+[[ -e $container ]] && fail "the run's temporary directory is left"
 
 assert_exit 3 "$APPBOX" run -- sh -c 'exit 3'
 assert_exit 143 "$APPBOX" run -- sh -c 'kill -TERM $$'

@@ -1,9 +1,7 @@
 import Foundation
+import Posix
 import SandboxPolicy
 
-#if canImport(Glibc)
-  import Glibc
-#endif
 
 /// `appbox backup MOUNT --to DIR [--bundle-id ID] [--json]` and `appbox backup --dry-run MOUNT`.
 enum BackupCommand {
@@ -51,7 +49,7 @@ enum BackupCommand {
     if let destination {
       try checkOutside(destination, of: [backing, mount])
     }
-    let writer = BackupWriter(backing: backing, bundleID: app, dryRun: dryRun, progress: isatty(2) != 0)
+    let writer = BackupWriter(backing: backing, bundleID: app, dryRun: dryRun, progress: Sys.isTerminal(2))
     let report = try writer.run(destination: destination)
     print(json ? report.json(dryRun: dryRun) : report.text(dryRun: dryRun))
     if !report.skipped.isEmpty {
@@ -78,14 +76,13 @@ enum BackupCommand {
       // The destination may not exist yet: resolve its nearest existing ancestor.
       var existing = (path as NSString).standardizingPath
       var rest: [String] = []
-      while realpath(existing, nil) == nil, existing != "/", !existing.isEmpty {
+      while (try? Sys.realpath(existing)) == nil, existing != "/", !existing.isEmpty {
         rest.insert((existing as NSString).lastPathComponent, at: 0)
         existing = (existing as NSString).deletingLastPathComponent
         if existing.isEmpty { existing = "." }
       }
-      guard let pointer = realpath(existing, nil) else { return path }
-      defer { free(pointer) }
-      return ([String(cString: pointer)] + rest).joined(separator: "/")
+      guard let found = try? Sys.realpath(existing) else { return path }
+      return ([found] + rest).joined(separator: "/")
     }
     let target = resolved(destination) + "/"
     for root in roots where target.hasPrefix(resolved(root) + "/") {
@@ -96,9 +93,7 @@ enum BackupCommand {
   /// The backing directory behind an AppBox mount (asked of its daemon), or `path`
   /// itself when it is a sandbox's backing directory that is not mounted.
   static func backingDirectory(of path: String) throws(CLIError) -> String {
-    if let resolved = realpath(path, nil) {
-      let mountpoint = String(cString: resolved)
-      free(resolved)
+    if let mountpoint = try? Sys.realpath(path) {
       if try MountTable.mount(at: mountpoint)?.type == "fuse.appbox" {
         let reply = try ControlClient.send("status", to: try ControlClient.target(mountpoint))
         let status = ControlClient.object(reply)["status"] as? [String: Any] ?? [:]

@@ -98,7 +98,7 @@ final class BackupRestorer {
     }
     let parent = (target as NSString).deletingLastPathComponent
     let staging =
-      (parent.isEmpty ? "." : parent) + "/.\((target as NSString).lastPathComponent).appbox-restore-\(getpid())"
+      (parent.isEmpty ? "." : parent) + "/.\((target as NSString).lastPathComponent).appbox-restore-\(Sys.processID)"
     do throws(Errno) {
       try Sys.mkdirat(AT_FDCWD, staging, 0o755)
       rootFD = try Sys.openat(AT_FDCWD, staging, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
@@ -110,8 +110,8 @@ final class BackupRestorer {
       try makeLayout()
       try restoreRows(rows)
       try closeDirectories(keeping: 0)
-      guard rename(staging, target) == 0 else {
-        throw CLIError(.osError, "cannot rename \(staging) to \(target): \(Errno.current)")
+      do { try Sys.rename(staging, to: target) } catch {
+        throw CLIError(.osError, "cannot rename \(staging) to \(target): \(error)")
       }
     } catch {
       try? FileManager.default.removeItem(atPath: staging)

@@ -79,8 +79,8 @@ final class BackupWriter {
       if let staging, let destination {
         try finishDatabase()
         try writePlists(into: staging)
-        guard rename(staging, destination) == 0 else {
-          throw CLIError(.osError, "cannot rename \(staging) to \(destination): \(Errno.current)")
+        do { try Sys.rename(staging, to: destination) } catch {
+          throw CLIError(.osError, "cannot rename \(staging) to \(destination): \(error)")
         }
       }
     } catch {
@@ -105,7 +105,7 @@ final class BackupWriter {
     }
     let parent = (destination as NSString).deletingLastPathComponent
     let staging =
-      (parent.isEmpty ? "." : parent) + "/.\((destination as NSString).lastPathComponent).appbox-backup-\(getpid())"
+      (parent.isEmpty ? "." : parent) + "/.\((destination as NSString).lastPathComponent).appbox-backup-\(Sys.processID)"
     do throws(Errno) {
       try Sys.mkdirat(AT_FDCWD, staging, 0o755)
       outFD = try Sys.openat(AT_FDCWD, staging, O_RDONLY | O_DIRECTORY | O_CLOEXEC)

@@ -57,7 +57,7 @@ struct Daemon {
       )
     }
     var options = ["default_permissions", "fsname=appbox", "subtype=appbox"]
-    if geteuid() == 0 { options.append("allow_other") }
+    if Sys.effectiveUID == 0 { options.append("allow_other") }
     for option in request.fuseOptions where !options.contains(option) { options.append(option) }
     let session: FuseSession
     do {

@@ -11,7 +11,7 @@ import Synchronization
 /// in place, then a final line. Nothing at all when standard error is not a terminal.
 final class TerminalProgress: Sendable {
   /// Whether standard error is a terminal.
-  let isTerminal = isatty(2) == 1
+  let isTerminal = Sys.isTerminal(2)
   /// Whether an unfinished progress line is on screen.
   private let showing = Atomic<Bool>(false)
 

@@ -1,9 +1,7 @@
 import Foundation
+import Posix
 import SandboxPolicy
 
-#if canImport(Glibc)
-  import Glibc
-#endif
 
 /// `appbox restore BACKUP --backing DIR [--bundle-id ID]`.
 enum RestoreCommand {
@@ -35,7 +33,7 @@ enum RestoreCommand {
     }
     guard positional.count == 1 else { throw CLIError(.usage, "give one BACKUP directory\n\(usage)") }
     guard let target, !target.isEmpty else { throw CLIError(.usage, "say where: --backing DIR\n\(usage)") }
-    let restorer = BackupRestorer(backup: positional[0], progress: isatty(2) != 0)
+    let restorer = BackupRestorer(backup: positional[0], progress: Sys.isTerminal(2))
     let (database, domains) = try restorer.open()
     let domain: String
     let listed = domains.compactMap(BackupRules.bundleID(ofDomain:)).joined(separator: ", ")

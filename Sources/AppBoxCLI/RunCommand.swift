@@ -159,12 +159,11 @@ struct SandboxMount {
   /// Finds or makes the mount `plan` asks for.
   static func prepare(_ plan: RunPlan) throws(CLIError) -> SandboxMount {
     if let given = plan.mountpoint {
-      guard let resolved = realpath(given, nil) else {
+      guard let path = try? Sys.realpath(given) else {
         throw CLIError(.noInput, "mountpoint \(given) does not exist: create it first (mkdir -p \(given))")
       }
-      let path = String(cString: resolved)
-      free(resolved)
-      if let mount = try MountTable.mount(at: path) {
+      // Another FUSE filesystem there is busy; other mounts (a volume) are mounted over.
+      if let mount = try MountTable.mount(at: path), mount.type == "fuse" || mount.type.hasPrefix("fuse.") {
         guard mount.type == "fuse.appbox" else {
           throw CLIError(.busy, "\(path) is already mounted (\(mount.type)) and is not an AppBox sandbox")
         }
@@ -242,11 +241,9 @@ struct SandboxMount {
   /// A new private (0700) directory for a mountpoint and a temporary backing directory.
   static func makeTemporaryDirectory() throws(CLIError) -> String {
     let base = ProcessInfo.processInfo.environment["TMPDIR"].flatMap { $0.hasPrefix("/") ? $0 : nil } ?? "/tmp"
-    var template = Array("\(base)/appbox-run-XXXXXX".utf8CString)
-    guard let made = mkdtemp(&template) else {
-      throw CLIError(.osError, "cannot create a temporary directory in \(base): \(String(cString: strerror(errno)))")
+    do { return try Sys.makeTemporaryDirectory(prefix: "\(base)/appbox-run-") } catch {
+      throw CLIError(.osError, "cannot create a temporary directory in \(base): \(error)")
     }
-    return String(cString: made)
   }
 
   static func removeTemporary(_ directory: String) {
@@ -258,9 +255,7 @@ struct SandboxMount {
 
   /// `path` resolved, or as given when it does not exist.
   static func resolved(_ path: String) -> String {
-    guard let resolved = realpath(path, nil) else { return path }
-    defer { free(resolved) }
-    return String(cString: resolved)
+    (try? Sys.realpath(path)) ?? path
   }
 
   /// The backing directory of the AppBox mount at `mountpoint`, if its daemon answers us.

@@ -105,6 +105,19 @@ extension Sys {
     try check(Glibc.chmod(path, mode))
   }
 
+  /// `rename(2)` of a path to another.
+  public static func rename(_ path: String, to newPath: String) throws(Errno) {
+    try check(Glibc.rename(path, newPath))
+  }
+
+  /// `mkdtemp(3)`: a new directory (mode 0700) named `prefix` and six random characters.
+  /// - Returns: its path.
+  public static func makeTemporaryDirectory(prefix: String) throws(Errno) -> String {
+    var template = Array((prefix + "XXXXXX").utf8CString)
+    guard let made = Glibc.mkdtemp(&template) else { throw Errno.current }
+    return String(cString: made)
+  }
+
   /// `unlink(2)`.
   public static func unlink(_ path: String) throws(Errno) {
     try check(Glibc.unlink(path))
@@ -144,4 +157,7 @@ extension Sys {
 
   /// This process's id.
   public static var processID: pid_t { getpid() }
+
+  /// `isatty(3)`: whether `fd` is a terminal.
+  public static func isTerminal(_ fd: Int32) -> Bool { isatty(fd) == 1 }
 }

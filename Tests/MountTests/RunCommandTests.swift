@@ -197,6 +197,20 @@ extension RunCommandTests {
     #expect(FileManager.default.fileExists(atPath: directories.mountpoint))
   }
 
+  @Test("a given mountpoint that is a tmpfs (as a container's volume is) is mounted over for the run")
+  func mountsOverAVolume() throws {
+    let directories = try SandboxDirectories()
+    #expect(mount("tmpfs", directories.mountpoint, "tmpfs", 0, nil) == 0, "mount tmpfs: errno \(errno)")
+    defer { umount(directories.mountpoint) }
+    let result = try Command.run(
+      Command.appbox,
+      ["run", directories.mountpoint, "--backing", directories.backing, "--", "/bin/sh", "-c", "echo x > \"$HOME/Documents/x\""])
+    #expect(result.status == 0, "\(result.error)")
+    #expect(try readFile(directories.backing + "/Documents/x") == bytes("x\n"))
+    let here = MountFixture.mountTable().split(separator: "\n").filter { $0.contains(" \(directories.mountpoint) ") }
+    #expect(here.count == 1 && here[0].contains("tmpfs"), "only the tmpfs stays: \(here)")
+  }
+
   @Test("mount options given for a mount that is reused are reported as not applied")
   func reuseReportsIgnoredOptions() throws {
     let fixture = try MountFixture.unlocked()
