@@ -8,7 +8,7 @@ enum FstabArguments {
   static let valueOptions: [String: String] = [
     "capacity": "--capacity", "grace": "--grace", "cx-timeout": "--cx-timeout",
     "default-protection": "--default-protection", "purge-at": "--purge-at", "purge-to": "--purge-to",
-    "tmp-max-age": "--tmp-max-age", "busy-poll": "--busy-poll",
+    "tmp-max-age": "--tmp-max-age", "busy-poll": "--busy-poll", "usage-interval": "--usage-interval",
   ]
   /// AppBox's flags as `-o` names.
   static let flagOptions: [String: String] = [

@@ -39,6 +39,9 @@ public final class SandboxFilesystem: FuseFilesystem {
   let passthroughFiles = Atomic<Int>(0)
   /// Recently purged names and what purges cost the app.
   let purgeCost = PurgeCost()
+  /// The last usage sample logged (lock order: a leaf lock, taken after the quota lock is
+  /// released).
+  let lastUsage = Mutex<UsageSample?>(nil)
   /// The names of Caches and tmp files with more than one link, to put them back on the
   /// purge catalog when they are down to one.
   let linkNames = LinkNames()
@@ -107,6 +110,8 @@ public final class SandboxFilesystem: FuseFilesystem {
   public func mounted(notifier: KernelNotifier) {
     self.notifier.withLock { $0 = notifier }
     startMaintenance()
+    recordUsage(.mount)
+    scheduleUsageSamples()
   }
 
   /// Asks the kernel to drop a quarter of the inodes it holds that no program has open
