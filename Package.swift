@@ -7,6 +7,7 @@ import PackageDescription
 // Glibc's module does not export). SandboxPolicy is pure Swift. AppBoxKit is a client
 // library for programs run in a sandbox: Posix, SandboxPolicy and PlainFoundation, never
 // the filesystem. CSQLite (libsqlite3) serves only the CLI's backups (Manifest.db).
+// AppBoxReport (pure Swift) turns event logs into the reports and experiment pages.
 let package = Package(
   name: "AppBox",
   products: [
@@ -30,7 +31,10 @@ let package = Package(
     .target(name: "SandboxPolicy"),
     .target(name: "FuseBridge", dependencies: ["CFuse", "CFuseDevice", "Posix"]),
     .target(name: "AppBoxFS", dependencies: ["FuseBridge", "Posix", "SandboxPolicy"]),
-    .target(name: "AppBoxCLI", dependencies: ["AppBoxFS", "CSQLite", "FuseBridge", "Posix", "SandboxPolicy"]),
+    // AppBoxReport: event logs into summaries and HTML pages (pure Swift, no syscalls).
+    .target(name: "AppBoxReport", dependencies: ["SandboxPolicy"]),
+    .target(
+      name: "AppBoxCLI", dependencies: ["AppBoxFS", "AppBoxReport", "CSQLite", "FuseBridge", "Posix", "SandboxPolicy"]),
     .executableTarget(name: "appbox", dependencies: ["AppBoxCLI"]),
     // AppBoxKit: Apple's storage calls for programs' own Swift code, backed by the mount.
     // PlainFoundation reaches Foundation's members that AppBoxKit declares again.
@@ -43,6 +47,7 @@ let package = Package(
     .testTarget(name: "SandboxPolicyTests", dependencies: ["SandboxPolicy"]),
     .testTarget(
       name: "MountTests", dependencies: ["appbox", "appbox-storage-example", "CPosixShim", "Posix", "SandboxPolicy"]),
+    .testTarget(name: "AppBoxReportTests", dependencies: ["AppBoxReport", "SandboxPolicy"]),
     .testTarget(name: "FuseDeviceTests", dependencies: ["CFuseDevice"]),
     .testTarget(name: "AppBoxKitTests", dependencies: ["AppBoxKit", "Posix", "appbox"]),
   ]

@@ -104,16 +104,8 @@ enum ControlCommands {
     let mountpoint = try single(
       arguments.filter { $0 != "--follow" && $0 != "-f" }, usage: "usage: appbox events [--follow] MOUNTPOINT")
     let target = try ControlClient.target(mountpoint)
-    let fd: Int32
-    do { fd = try Sys.open(target.files.events, O_RDONLY | O_NOFOLLOW) } catch {
-      if error == .noEntry { return .success }  // nothing recorded yet
-      throw CLIError(.noPermission, "cannot read \(target.files.events): \(error)")
-    }
+    guard let fd = try EventLogFile.open(target) else { return .success }  // nothing recorded yet
     defer { Sys.close(fd) }
-    // The daemon creates its event log; believe no other file.
-    guard let st = try? Sys.fstat(fd), st.st_mode & S_IFMT == S_IFREG, st.st_uid == target.owner else {
-      throw CLIError(.noPermission, "\(target.files.events) is not the event log of \(target.mountpoint)'s daemon")
-    }
     var buffer = [UInt8](repeating: 0, count: 1 << 16)
     while true {
       let count: Int
