@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs AppBox's build and test dependencies from Debian (idempotent; needs root).
 set -euo pipefail
-packages=(libfuse3-dev libsqlite3-dev fuse3 pkg-config attr acl sqlite3 git rsync tar python3 fio bindfs)
+packages=(libfuse3-dev libsqlite3-dev fuse3 pkg-config attr acl sqlite3 git rsync tar python3 fio bindfs chromium)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
