@@ -15,14 +15,14 @@ enum ExperimentCommand {
 
       Runs PROGRAM as appbox run does, once per capacity and run (--runs, default 1),
       each time in a new sandbox: a copy of --template (a backing directory, copied with
-      cp -a) or an empty one. Prints a table of capacity against bytes purged, purge cost
-      (purged names the program created again, or looked up and missed
-      and never created again; each once), bytes re-created,
-      ENOSPC, exit status and run time (medians over the runs), all read from each run's
-      event log. --output writes an HTML page with the curve of purge cost against
-      capacity; --events-dir keeps each run's event log (CAPACITY-RUN.jsonl). Other
-      options are appbox mount's (not --capacity, --backing, --foreground). Exits 0 once
-      every run is done, whatever the program's statuses (the table shows them).
+      cp -a) or an empty one. Prints a table of capacity against bytes purged, purge
+      cost (purged names the program created again, or looked up, missed and never
+      created again; each once), bytes re-created, ENOSPC, exit status and run time
+      (medians over the runs), all read from each run's event log. --output writes an
+      HTML page with the curve of purge cost against capacity; --events-dir keeps each
+      run's event log (CAPACITY-RUN.jsonl). Other options are appbox mount's (not
+      --capacity, --backing, --foreground). Exits 0 once every run is done, whatever
+      the program's statuses (the table shows them).
     """
 
   /// The most runs at one capacity, and the most capacities.

@@ -36,13 +36,19 @@ public enum ReportPage {
     let noSpaceMarks = timeline.noSpace.map {
       SVGChart.Mark(x: $0.time, title: "\(Int($0.value)) ENOSPC", attributes: [("data-count", "\(Int($0.value))")])
     }
+    // The lines run to the last event: the last sample's value holds until then.
+    func toEnd(_ points: [ReportTimeline.Point]) -> [(x: Double, y: Double)] {
+      var line = points.map { (x: $0.time, y: $0.value) }
+      if let last = points.last, last.time < timeline.duration { line.append((timeline.duration, last.value)) }
+      return line
+    }
     body += SVGChart.lineChart(
       id: "timeline", title: "Used bytes against capacity over time",
       series: [
         .init(
-          id: "capacity-line", name: "capacity", color: "#888888", points: timeline.capacity.map { ($0.time, $0.value) },
+          id: "capacity-line", name: "capacity", color: "#888888", points: toEnd(timeline.capacity),
           stepped: true, dash: "6 3"),
-        .init(id: "used-line", name: "used", color: "#1f77b4", points: timeline.used.map { ($0.time, $0.value) }, stepped: true),
+        .init(id: "used-line", name: "used", color: "#1f77b4", points: toEnd(timeline.used), stepped: true),
       ],
       marks: [("purges", purgeColor, purgeMarks), ("cost", costColor, costMarks), ("ENOSPC", noSpaceColor, noSpaceMarks)],
       xLabel: "seconds from the first event", xText: seconds, yText: bytes,
@@ -64,6 +70,9 @@ public enum ReportPage {
       title: "What the purges cost the app",
       bars: [
         .init(label: "files purged", value: Double(summary.purges), text: "\(summary.purges)", color: purgeColor, key: "purges"),
+        .init(
+          label: "paid for (purge cost)", value: Double(summary.purgeCost), text: "\(summary.purgeCost)",
+          color: "#5e2d79", key: "purgeCost"),
         .init(
           label: "created again", value: Double(summary.recreated), text: "\(summary.recreated)", color: costColor,
           key: "recreated"),
