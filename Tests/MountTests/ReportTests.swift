@@ -240,4 +240,54 @@ struct ReportTests {
     #expect((layout.boxes["cost-curve"]?.height ?? 0) > 50)
     #expect(layout.cells["purgeCost"] == costs.map { "\($0)" })
   }
+
+  @Test(
+    "bad input to report and experiment exits with its code and says what to do; nothing runs",
+    arguments: [
+      (["report"], 64, "MOUNTPOINT or --events"),
+      (["report", "/", "--events", "/dev/null"], 64, "one of them"),
+      (["report", "--events", "/nonexistent/log"], 66, "cannot read"),
+      (["report", "--bogus"], 64, "unknown option"),
+      (["report", "/tmp"], 75, "not an AppBox mount"),
+      (["experiment", "--capacities", "4M", "--", "true"], 0, "capacity"),
+      (["experiment", "--", "true"], 64, "--capacities is missing"),
+      (["experiment", "--capacities", "4M", "true"], 64, "missing --"),
+      (["experiment", "--capacities", "4M", "--"], 64, "missing PROGRAM"),
+      (["experiment", "--capacities", "4M,lots", "--", "true"], 65, "lots"),
+      (["experiment", "--capacities", "4M,4M", "--", "true"], 65, "twice"),
+      (["experiment", "--capacities", "512K", "--", "true"], 65, "minimum"),
+      (["experiment", "--capacities", "4M", "--runs", "0", "--", "true"], 65, "--runs"),
+      (["experiment", "--capacities", "4M", "--capacity", "4M", "--", "true"], 64, "does not apply"),
+      (["experiment", "--capacities", "4M", "--template", "/nonexistent", "--", "true"], 66, "not a directory"),
+      (["experiment", "--capacities", "4M", "--grace", "soon", "--", "true"], 65, "--grace"),
+    ] as [([String], Int32, String)])
+  func badInput(_ arguments: [String], _ status: Int32, _ message: String) throws {
+    let result = try Command.run(Command.appbox, arguments)
+    #expect(result.status == status, "\(result.error)")
+    #expect((result.error + result.output).contains(message), "\(result.error)\(result.output)")
+  }
+
+  @Test("experiment: each run gets a fresh copy of the template; progress only on a terminal")
+  func templateAndProgress() throws {
+    let scratch = try SandboxDirectories(prefix: "appbox-experiment")
+    let template = scratch.backing
+    try FileManager.default.createDirectory(atPath: template + "/Library/Caches", withIntermediateDirectories: true)
+    try "seed".write(toFile: template + "/Library/Caches/seed", atomically: true, encoding: .utf8)
+    // The program finds the template's file, then removes it: the next run finds it again.
+    let program = "test -f \"$XDG_CACHE_HOME/seed\" && rm \"$XDG_CACHE_HOME/seed\""
+    let plain = try Command.run(
+      Command.appbox, ["experiment", "--capacities", "4M,8M", "--runs", "2", "--template", template, "--", "sh", "-c", program])
+    #expect(plain.status == 0, "\(plain.error)")
+    let rows = plain.output.split(separator: "\n").dropFirst()
+    // capacity (2 words), runs, purged (2), purge cost, re-created (2), ENOSPC, exit: every run found it.
+    let exits = rows.map { $0.split(separator: " ", omittingEmptySubsequences: true).dropFirst(9).first }
+    #expect(exits == ["0", "0"], "\(plain.output)")
+    #expect(FileManager.default.fileExists(atPath: template + "/Library/Caches/seed"))
+    #expect(!plain.error.contains("[1/4]"))
+    // Under a terminal (script(1) gives it one), progress lines go to it.
+    let command = [Command.appbox, "experiment", "--capacities", "4M", "--", "true"].joined(separator: " ")
+    let terminal = try Command.run("/usr/bin/script", ["-qec", command, "/dev/null"])
+    #expect(terminal.status == 0, "\(terminal.error)")
+    #expect(terminal.output.contains("[1/1] 4 MiB, run 1 of 1"), "\(terminal.output)")
+  }
 }
