@@ -191,7 +191,9 @@ enum StatusText {
     for domain in ["documents", "applicationSupport", "preferences", "library", "caches", "tmp", "root"] {
       lines.append("    \(domain.padding(toLength: 20, withPad: " ", startingAt: 0)) \(bytes(domain, in: usage))")
     }
-    lines.append("  purgeable:   caches \(bytes("caches", in: purgeable)), tmp \(bytes("tmp", in: purgeable))")
+    lines.append(
+      "  purgeable:   caches \(bytes("caches", in: purgeable)), tmp \(bytes("tmp", in: purgeable)); policy \(status["purgePolicy"] as? String ?? "lru")"
+    )
     lines.append(
       "  counters:    \(status["purges"] ?? 0) purges (\(bytes("bytesPurged"))), \(refusals["total"] ?? 0) refusals, \(status["noSpaceRefusals"] ?? 0) ENOSPC"
     )

@@ -10,8 +10,8 @@ import SandboxPolicy
 enum ExperimentCommand {
   static let usage = """
     usage: appbox experiment --capacities SIZE,SIZE,... [--runs N] [--template DIR]
-                             [--output FILE.html] [--events-dir DIR] [MOUNT OPTIONS]
-                             -- PROGRAM [ARGUMENTS...]
+                             [--purge-policies POLICY,...] [--output FILE.html]
+                             [--events-dir DIR] [MOUNT OPTIONS] -- PROGRAM [ARGUMENTS...]
 
       Runs PROGRAM as appbox run does, once per capacity and run (--runs, default 1),
       each time in a new sandbox: a copy of --template (a backing directory, copied with
@@ -20,7 +20,9 @@ enum ExperimentCommand {
       created again; each once), bytes re-created, ENOSPC, exit status and run time
       (medians over the runs), all read from each run's event log. --output writes an
       HTML page with the curve of purge cost against capacity; --events-dir keeps each
-      run's event log (CAPACITY-RUN.jsonl). Other options are appbox mount's (not
+      run's event log (CAPACITY-RUN.jsonl). --purge-policies lru,fifo,largest repeats
+      the sweep once per policy (appbox mount --purge-policy), one row and one curve
+      each (logs CAPACITY-POLICY-RUN.jsonl). Other options are appbox mount's (not
       --capacity, --backing, --foreground). Exits 0 once every run is done, whatever
       the program's statuses (the table shows them).
     """
@@ -32,6 +34,8 @@ enum ExperimentCommand {
   /// What to run.
   struct Plan {
     var capacities: [Int64] = []
+    /// The purge policies compared (empty: the mount's default, no policy column).
+    var policies: [PurgePolicy] = []
     var runs = 1
     var template: String?
     var output: String?
@@ -45,26 +49,30 @@ enum ExperimentCommand {
     do throws(Errno) { try ProgramLaunch.forwardSignals() } catch {
       throw CLIError(.osError, "cannot install signal handlers: \(error)")
     }
-    let total = plan.capacities.count * plan.runs
+    let policies: [PurgePolicy?] = plan.policies.isEmpty ? [nil] : plan.policies
+    let total = policies.count * plan.capacities.count * plan.runs
     let progress = isatty(2) == 1
     var results: [ExperimentRun] = []
-    sweep: for capacity in plan.capacities {
-      for run in 1...plan.runs {
-        if progress {
-          let step = results.count + 1
-          FileHandle.standardError.write(
-            Data("appbox experiment: [\(step)/\(total)] \(ByteCount(capacity).formatted), run \(run) of \(plan.runs)\n".utf8))
+    sweep: for policy in policies {
+      for capacity in plan.capacities {
+        for run in 1...plan.runs {
+          if progress {
+            let step = results.count + 1
+            let label = ByteCount(capacity).formatted + (policy.map { " \($0.rawValue)" } ?? "")
+            FileHandle.standardError.write(
+              Data("appbox experiment: [\(step)/\(total)] \(label), run \(run) of \(plan.runs)\n".utf8))
+          }
+          let result = try runOnce(plan, capacity: capacity, policy: policy, run: run)
+          results.append(result)
+          if progress {
+            FileHandle.standardError.write(
+              Data(
+                "appbox experiment:   exit \(result.exitStatus) in \(Statistics.seconds(result.seconds)), purged \(ByteCount(result.summary.bytesPurged).formatted), purge cost \(result.summary.purgeCost)\n"
+                  .utf8))
+          }
+          // Ctrl-C or SIGTERM ended the program: stop the sweep, report what ran.
+          if result.exitStatus == 128 + SIGINT || result.exitStatus == 128 + SIGTERM { break sweep }
         }
-        let result = try runOnce(plan, capacity: capacity, run: run)
-        results.append(result)
-        if progress {
-          FileHandle.standardError.write(
-            Data(
-              "appbox experiment:   exit \(result.exitStatus) in \(Statistics.seconds(result.seconds)), purged \(ByteCount(result.summary.bytesPurged).formatted), purge cost \(result.summary.purgeCost)\n"
-                .utf8))
-        }
-        // Ctrl-C or SIGTERM ended the program: stop the sweep, report what ran.
-        if result.exitStatus == 128 + SIGINT || result.exitStatus == 128 + SIGTERM { break sweep }
       }
     }
     let rows = ExperimentRow.rows(results)
@@ -77,7 +85,9 @@ enum ExperimentCommand {
   }
 
   /// Runs the program once in a new sandbox of `capacity` and reads the run's event log.
-  static func runOnce(_ plan: Plan, capacity: Int64, run: Int) throws(CLIError) -> ExperimentRun {
+  static func runOnce(_ plan: Plan, capacity: Int64, policy: PurgePolicy?, run: Int) throws(CLIError)
+    -> ExperimentRun
+  {
     let directory = try SandboxMount.makeTemporaryDirectory()
     let mountpoint = directory + "/container"
     let backing = directory + "/backing"
@@ -93,7 +103,9 @@ enum ExperimentCommand {
       throw CLIError(.noInput, "cannot copy the template \(template) (see cp's message above)")
     }
     do throws(CLIError) {
-      try SandboxMount.mount(plan.mountOptions + ["--capacity", "\(capacity)"], at: mountpoint, backing: backing)
+      try SandboxMount.mount(
+        plan.mountOptions + ["--capacity", "\(capacity)"] + (policy.map { ["--purge-policy", $0.rawValue] } ?? []),
+        at: mountpoint, backing: backing)
     } catch {
       SandboxMount.removeTemporary(directory)
       throw error
@@ -108,10 +120,12 @@ enum ExperimentCommand {
     // The daemon has exited (unmount waits for it): its log is complete.
     let bytes: [UInt8]
     do { bytes = try Sys.readFile(files.events) } catch {
-      throw CLIError(.osError, "cannot read the event log \(files.events) of the run at \(ByteCount(capacity).formatted): \(error)")
+      throw CLIError(
+        .osError, "cannot read the event log \(files.events) of the run at \(ByteCount(capacity).formatted): \(error)")
     }
     if let kept = plan.eventsDirectory {
-      let path = kept + "/\(ByteCount(capacity).formatted.replacingOccurrences(of: " ", with: ""))-\(run).jsonl"
+      let size = ByteCount(capacity).formatted.replacingOccurrences(of: " ", with: "")
+      let path = kept + "/\(size)-" + (policy.map { "\($0.rawValue)-" } ?? "") + "\(run).jsonl"
       do { try Sys.replaceFile(path, with: bytes, mode: 0o644) } catch {
         throw CLIError(.noInput, "cannot write \(path): \(error)")
       }
@@ -120,7 +134,8 @@ enum ExperimentCommand {
     if let log = try? Sys.lstatPath(files.log), log.st_size == 0 { try? Sys.unlink(files.log) }
     let parsed = EventLogParser.parse(String(decoding: bytes, as: UTF8.self))
     return ExperimentRun(
-      capacity: capacity, run: run, exitStatus: status, seconds: seconds, summary: ReportSummary(parsed.events))
+      capacity: capacity, policy: policy?.rawValue, run: run, exitStatus: status, seconds: seconds,
+      summary: ReportSummary(parsed.events))
   }
 
   /// Parses the arguments after `experiment`.
@@ -147,6 +162,16 @@ enum ExperimentCommand {
           throw CLIError(.badValue, "--runs \(text): not a number of runs from 1 to \(maximumRuns)")
         }
         plan.runs = runs
+      case "--purge-policies":
+        let text = try reader.value()
+        plan.policies = []
+        for name in text.split(separator: ",", omittingEmptySubsequences: false) {
+          guard let policy = PurgePolicy(parsing: String(name)), !plan.policies.contains(policy) else {
+            throw CLIError(
+              .badValue, "--purge-policies \(text): \(name) is not one of \(PurgePolicy.names), or is given twice")
+          }
+          plan.policies.append(policy)
+        }
       case "--template": plan.template = try directory("--template", try reader.value())
       case "--events-dir": plan.eventsDirectory = try directory("--events-dir", try reader.value())
       case "--output": plan.output = try reader.value()
@@ -158,6 +183,9 @@ enum ExperimentCommand {
       }
     }
     guard capacitiesGiven else { throw CLIError(.usage, "--capacities is missing\n\(usage)") }
+    if !plan.policies.isEmpty && plan.mountOptions.contains("--purge-policy") {
+      throw CLIError(.usage, "--purge-policy and --purge-policies: give one of them\n\(usage)")
+    }
     _ = try MountRequest.parse(plan.mountOptions + ["/"])  // the mount options, checked now
     return plan
   }

@@ -111,7 +111,7 @@ extension RunPlan {
   /// `appbox mount`'s options that take a value (the value is not the MOUNTPOINT).
   static let valueOptions: Set<String> = [
     "--backing", "-o", "--capacity", "--grace", "--cx-timeout", "--tmp-max-age", "--default-protection",
-    "--purge-at", "--purge-to", "--busy-poll", "--usage-interval",
+    "--purge-at", "--purge-to", "--busy-poll", "--usage-interval", "--purge-policy",
   ]
 
   /// The mount options without their one positional argument (the MOUNTPOINT).

@@ -73,6 +73,7 @@ public final class SandboxFilesystem: FuseFilesystem {
     domainRoots = try Self.createLayout(in: rootFD)
     try DefaultProtection.adopt(options.defaultProtection, rootFD: rootFD)
     let (ledger, catalog) = try BackingScan.run(rootFD: rootFD, capacity: options.capacity)
+    catalog.policy = options.purgePolicy
     storage = StorageState(ledger: ledger, catalog: catalog, waterMarks: options.waterMarks)
     protection = ProtectionState(options: options)
     events = EventLog(path: options.eventsPath)

@@ -22,6 +22,8 @@ public struct SandboxOptions: Sendable {
   /// Seconds between usage samples in the event log, logged only when something changed
   /// (`--usage-interval`; 0: only at mount, capacity changes and unmount).
   public var usageInterval: Double = 1
+  /// The order of purge victims within a domain and urgency (`--purge-policy`).
+  public var purgePolicy = PurgePolicy.lru
   /// Reads through the mount leave access times alone (`-o noatime`): the daemon opens
   /// backing files and directories with `O_NOATIME`.
   public var noAccessTime = false

@@ -50,7 +50,9 @@ public enum ReportPage {
           stepped: true, dash: "6 3"),
         .init(id: "used-line", name: "used", color: "#1f77b4", points: toEnd(timeline.used), stepped: true),
       ],
-      marks: [("purges", purgeColor, purgeMarks), ("cost", costColor, costMarks), ("ENOSPC", noSpaceColor, noSpaceMarks)],
+      marks: [
+        ("purges", purgeColor, purgeMarks), ("cost", costColor, costMarks), ("ENOSPC", noSpaceColor, noSpaceMarks),
+      ],
       xLabel: "seconds from the first event", xText: seconds, yText: bytes,
       xDomain: 0...max(timeline.duration, 1e-9))
 
@@ -69,7 +71,9 @@ public enum ReportPage {
       id: "cost",
       title: "What the purges cost the app",
       bars: [
-        .init(label: "files purged", value: Double(summary.purges), text: "\(summary.purges)", color: purgeColor, key: "purges"),
+        .init(
+          label: "files purged", value: Double(summary.purges), text: "\(summary.purges)", color: purgeColor,
+          key: "purges"),
         .init(
           label: "paid for (purge cost)", value: Double(summary.purgeCost), text: "\(summary.purgeCost)",
           color: "#5e2d79", key: "purgeCost"),

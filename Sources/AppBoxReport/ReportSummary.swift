@@ -192,7 +192,8 @@ extension ReportSummary {
         "stateChanges", "Lock state changes", Double(stateChanges),
         "\(stateChanges)"
           + (timeInState.isEmpty
-            ? "" : " (" + timeInState.map { "\($0.state) \(Statistics.seconds($0.seconds))" }.joined(separator: ", ") + ")")
+            ? ""
+            : " (" + timeInState.map { "\($0.state) \(Statistics.seconds($0.seconds))" }.joined(separator: ", ") + ")")
       ),
     ]
     return rows

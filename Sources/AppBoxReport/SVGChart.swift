@@ -118,7 +118,8 @@ public enum SVGChart {
       if path.count == 1 { path.append((path[0].0 + 1, path[0].1)) }
       var attributes = [
         ("id", line.id), ("class", "series"), ("data-name", line.name), ("fill", "none"), ("stroke", line.color),
-        ("stroke-width", "2"), ("points", path.map { "\(Markup.number($0.0)),\(Markup.number($0.1))" }.joined(separator: " ")),
+        ("stroke-width", "2"),
+        ("points", path.map { "\(Markup.number($0.0)),\(Markup.number($0.1))" }.joined(separator: " ")),
       ]
       if let dash = line.dash { attributes.append(("stroke-dasharray", dash)) }
       body += Markup.element("polyline", attributes, Markup.text("title", [], line.name))
@@ -137,13 +138,16 @@ public enum SVGChart {
     for (row, markRow) in marks.enumerated() {
       let y = frame.height - frame.bottom + 40 + Double(row) * 13
       body += Markup.text(
-        "text", [("x", Markup.number(frame.left - 6)), ("y", Markup.number(y + 8)), ("text-anchor", "end")], markRow.kind)
+        "text", [("x", Markup.number(frame.left - 6)), ("y", Markup.number(y + 8)), ("text-anchor", "end")],
+        markRow.kind)
       for mark in markRow.marks {
         let x = frame.x(mark.x)
         body += Markup.element(
           "rect",
-          [("class", "mark \(markRow.kind)"), ("x", Markup.number(x - 1.5)), ("y", Markup.number(y)), ("width", "3"),
-           ("height", "9"), ("fill", markRow.color)] + mark.attributes,
+          [
+            ("class", "mark \(markRow.kind)"), ("x", Markup.number(x - 1.5)), ("y", Markup.number(y)), ("width", "3"),
+            ("height", "9"), ("fill", markRow.color),
+          ] + mark.attributes,
           Markup.text("title", [], mark.title))
       }
     }
@@ -170,9 +174,11 @@ public enum SVGChart {
         "text", [("x", Markup.number(frame.left - 8)), ("y", Markup.number(y + 15)), ("text-anchor", "end")], bar.label)
       body += Markup.element(
         "rect",
-        [("class", "bar"), ("data-key", bar.key), ("data-value", Markup.number(bar.value)),
-         ("x", Markup.number(frame.left)), ("y", Markup.number(y + 3)), ("width", Markup.number(max(width, 0.5))),
-         ("height", "16"), ("fill", bar.color)],
+        [
+          ("class", "bar"), ("data-key", bar.key), ("data-value", Markup.number(bar.value)),
+          ("x", Markup.number(frame.left)), ("y", Markup.number(y + 3)), ("width", Markup.number(max(width, 0.5))),
+          ("height", "16"), ("fill", bar.color),
+        ],
         Markup.text("title", [], "\(bar.label): \(bar.text)"))
       body += Markup.text(
         "text", [("x", Markup.number(frame.left + width + 6)), ("y", Markup.number(y + 15))], bar.text)
@@ -183,7 +189,8 @@ public enum SVGChart {
   /// Lanes over time: coloured spans in the first lane (e.g. lock states), marks in the
   /// others (refusals, ENOSPC, capacity changes).
   public static func laneChart(
-    id: String, title: String, duration: Double, spans: (name: String, segments: [(start: Double, end: Double, label: String, color: String)]),
+    id: String, title: String, duration: Double,
+    spans: (name: String, segments: [(start: Double, end: Double, label: String, color: String)]),
     lanes: [(name: String, color: String, marks: [Mark])]
   ) -> String {
     var frame = Frame()
@@ -193,7 +200,11 @@ public enum SVGChart {
     var body = Markup.text("title", [], title)
     func laneLabel(_ index: Int, _ name: String) {
       body += Markup.text(
-        "text", [("x", Markup.number(frame.left - 8)), ("y", Markup.number(frame.top + Double(index) * 26 + 15)), ("text-anchor", "end")],
+        "text",
+        [
+          ("x", Markup.number(frame.left - 8)), ("y", Markup.number(frame.top + Double(index) * 26 + 15)),
+          ("text-anchor", "end"),
+        ],
         name)
     }
     laneLabel(0, spans.name)
@@ -201,10 +212,13 @@ public enum SVGChart {
       let x0 = frame.x(segment.start)
       body += Markup.element(
         "rect",
-        [("class", "span"), ("data-label", segment.label), ("data-start", Markup.number(segment.start)),
-         ("data-end", Markup.number(segment.end)), ("x", Markup.number(x0)), ("y", Markup.number(frame.top + 2)),
-         ("width", Markup.number(max(1, frame.x(segment.end) - x0))), ("height", "18"), ("fill", segment.color)],
-        Markup.text("title", [], "\(segment.label): \(Statistics.seconds(segment.start))–\(Statistics.seconds(segment.end))"))
+        [
+          ("class", "span"), ("data-label", segment.label), ("data-start", Markup.number(segment.start)),
+          ("data-end", Markup.number(segment.end)), ("x", Markup.number(x0)), ("y", Markup.number(frame.top + 2)),
+          ("width", Markup.number(max(1, frame.x(segment.end) - x0))), ("height", "18"), ("fill", segment.color),
+        ],
+        Markup.text(
+          "title", [], "\(segment.label): \(Statistics.seconds(segment.start))–\(Statistics.seconds(segment.end))"))
     }
     for (offset, lane) in lanes.enumerated() {
       let index = offset + 1
@@ -212,13 +226,17 @@ public enum SVGChart {
       let y = frame.top + Double(index) * 26
       body += Markup.element(
         "line",
-        [("x1", Markup.number(frame.left)), ("x2", Markup.number(frame.width - frame.right)),
-         ("y1", Markup.number(y + 11)), ("y2", Markup.number(y + 11)), ("stroke", "#ddd")])
+        [
+          ("x1", Markup.number(frame.left)), ("x2", Markup.number(frame.width - frame.right)),
+          ("y1", Markup.number(y + 11)), ("y2", Markup.number(y + 11)), ("stroke", "#ddd"),
+        ])
       for mark in lane.marks {
         body += Markup.element(
           "rect",
-          [("class", "mark"), ("x", Markup.number(frame.x(mark.x) - 1.5)), ("y", Markup.number(y + 2)), ("width", "3"),
-           ("height", "18"), ("fill", lane.color)] + mark.attributes,
+          [
+            ("class", "mark"), ("x", Markup.number(frame.x(mark.x) - 1.5)), ("y", Markup.number(y + 2)), ("width", "3"),
+            ("height", "18"), ("fill", lane.color),
+          ] + mark.attributes,
           Markup.text("title", [], mark.title))
       }
     }
@@ -226,8 +244,11 @@ public enum SVGChart {
     let axisY = frame.top + Double(lanes.count + 1) * 26 + 4
     body += Markup.element(
       "line",
-      [("x1", Markup.number(frame.left)), ("x2", Markup.number(frame.width - frame.right)), ("y1", Markup.number(axisY)),
-       ("y2", Markup.number(axisY)), ("stroke", "#888")])
+      [
+        ("x1", Markup.number(frame.left)), ("x2", Markup.number(frame.width - frame.right)),
+        ("y1", Markup.number(axisY)),
+        ("y2", Markup.number(axisY)), ("stroke", "#888"),
+      ])
     for tick in ticks(frame.xRange, count: 6) {
       body += Markup.text(
         "text", [("x", Markup.number(frame.x(tick))), ("y", Markup.number(axisY + 14)), ("text-anchor", "middle")],
@@ -241,9 +262,12 @@ public enum SVGChart {
   static func svg(id: String, frame: Frame, _ body: String) -> String {
     Markup.element(
       "svg",
-      [("xmlns", "http://www.w3.org/2000/svg"), ("id", id), ("class", "chart"), ("width", Markup.number(frame.width)),
-       ("height", Markup.number(frame.height)), ("viewBox", "0 0 \(Markup.number(frame.width)) \(Markup.number(frame.height))"),
-       ("role", "img")], body)
+      [
+        ("xmlns", "http://www.w3.org/2000/svg"), ("id", id), ("class", "chart"), ("width", Markup.number(frame.width)),
+        ("height", Markup.number(frame.height)),
+        ("viewBox", "0 0 \(Markup.number(frame.width)) \(Markup.number(frame.height))"),
+        ("role", "img"),
+      ], body)
   }
 
   static func axes(
@@ -256,10 +280,13 @@ public enum SVGChart {
       let y = frame.y(tick)
       body += Markup.element(
         "line",
-        [("x1", Markup.number(frame.left)), ("x2", Markup.number(frame.width - frame.right)), ("y1", Markup.number(y)),
-         ("y2", Markup.number(y)), ("stroke", tick == frame.yRange.lowerBound ? "#888" : "#eee")])
+        [
+          ("x1", Markup.number(frame.left)), ("x2", Markup.number(frame.width - frame.right)), ("y1", Markup.number(y)),
+          ("y2", Markup.number(y)), ("stroke", tick == frame.yRange.lowerBound ? "#888" : "#eee"),
+        ])
       body += Markup.text(
-        "text", [("x", Markup.number(frame.left - 6)), ("y", Markup.number(y + 4)), ("text-anchor", "end")], yText(tick))
+        "text", [("x", Markup.number(frame.left - 6)), ("y", Markup.number(y + 4)), ("text-anchor", "end")], yText(tick)
+      )
     }
     let xTicks = logX ? integerTicks(frame.xRange) : ticks(frame.xRange, count: 6)
     for tick in xTicks {
@@ -269,8 +296,10 @@ public enum SVGChart {
     }
     body += Markup.text(
       "text",
-      [("x", Markup.number((frame.left + frame.width - frame.right) / 2)), ("y", Markup.number(bottom + 28)),
-       ("text-anchor", "middle")], xLabel)
+      [
+        ("x", Markup.number((frame.left + frame.width - frame.right) / 2)), ("y", Markup.number(bottom + 28)),
+        ("text-anchor", "middle"),
+      ], xLabel)
     return body
   }
 
@@ -316,7 +345,10 @@ public enum SVGChart {
   static func niceCeiling(_ value: Double) -> Double {
     var unit = 1.0
     while unit * 1024 <= value { unit *= 1024 }
-    for factor in [1.0, 1.25, 1.5, 2, 2.5, 3, 4, 5, 6, 8, 10, 12, 16, 20, 25, 32, 40, 50, 64, 80, 100, 128, 160, 200, 256, 320, 400, 512, 640, 800, 1024] where factor * unit >= value {
+    for factor in [
+      1.0, 1.25, 1.5, 2, 2.5, 3, 4, 5, 6, 8, 10, 12, 16, 20, 25, 32, 40, 50, 64, 80, 100, 128, 160, 200, 256, 320, 400,
+      512, 640, 800, 1024,
+    ] where factor * unit >= value {
       return factor * unit
     }
     return value

@@ -17,10 +17,14 @@ struct EventLogParserTests {
     #expect(parsed.events.contains(.state(time: 1005, from: "UNLOCKED", to: "GRACE")))
     #expect(
       parsed.events.contains(
-        .refusal(time: 1006.5, path: "Documents/secret", protectionClass: "complete", operation: "openExisting", state: "LOCKED")))
+        .refusal(
+          time: 1006.5, path: "Documents/secret", protectionClass: "complete", operation: "openExisting",
+          state: "LOCKED")))
     #expect(
       parsed.events.contains(
-        .cost(.init(recreated: true, time: 1003.1, path: "Library/Caches/a", purgedBytes: 1_048_576, secondsSincePurge: 1))))
+        .cost(
+          .init(recreated: true, time: 1003.1, path: "Library/Caches/a", purgedBytes: 1_048_576, secondsSincePurge: 1)))
+    )
   }
 
   @Test("bad lines are counted and skipped, unknown types set aside, a cut last line is malformed")

@@ -25,7 +25,9 @@ struct MarkupTests {
     #expect(Markup.text("td", [("data-key", "k")], "1 < 2") == #"<td data-key="k">1 &lt; 2</td>"#)
   }
 
-  @Test(arguments: [(0.0, "0"), (1.5, "1.5"), (2.004, "2"), (-0.25, "-0.25"), (123456789.126, "123456789.13"), (.nan, "0")])
+  @Test(arguments: [
+    (0.0, "0"), (1.5, "1.5"), (2.004, "2"), (-0.25, "-0.25"), (123456789.126, "123456789.13"), (.nan, "0"),
+  ])
   func numbers(_ value: Double, _ expected: String) {
     #expect(Markup.number(value) == expected)
   }

@@ -1,11 +1,11 @@
 import Foundation
 import Testing
 
+@testable import AppBoxReport
+
 #if canImport(FoundationXML)
   import FoundationXML
 #endif
-
-@testable import AppBoxReport
 
 /// Collects what an XML parser saw of a page: elements by id, and attributes.
 final class PageOutline: NSObject, XMLParserDelegate {
@@ -149,7 +149,28 @@ struct ExperimentResultTests {
     let points = outline.elements.filter { $0.attributes["data-series"] == "cost-curve" }
     #expect(points.compactMap { $0.attributes["data-y"] } == ["8", "3", "0"])
     #expect(points.compactMap { $0.attributes["data-x"] } == ["\(32 << 20)", "\(64 << 20)", "\(128 << 20)"])
-    #expect(outline.elements("td", where: "data-key", is: "purgeCost").compactMap { $0["data-value"] } == ["8", "3", "0"])
+    #expect(
+      outline.elements("td", where: "data-key", is: "purgeCost").compactMap { $0["data-value"] } == ["8", "3", "0"])
     #expect(page.contains("work&lt;load&gt;.py"))
+  }
+
+  @Test("policies compared: a policy column, one row and one curve per policy and capacity")
+  func policies() throws {
+    var runs: [ExperimentRun] = []
+    for (policy, cost) in [("lru", 3), ("fifo", 5)] {
+      for capacity: Int64 in [32 << 20, 64 << 20] {
+        var run = run(capacity, 1, purges: cost, recreated: capacity == 32 << 20 ? cost : 0)
+        run.policy = policy
+        runs.append(run)
+      }
+    }
+    let rows = ExperimentRow.rows(runs)
+    #expect(rows.count == 4 && ExperimentRow.policies(rows) == ["lru", "fifo"])
+    #expect(ExperimentTable.headers(rows)[1] == "policy")
+    #expect(ExperimentTable.text(rows).split(separator: "\n")[3].contains("fifo"))
+    let outline = try #require(PageOutline.parse(ExperimentPage.html(rows, command: ["p"])))
+    #expect(outline.ids["cost-curve-lru"] == "polyline" && outline.ids["cost-curve-fifo"] == "polyline")
+    let fifo = outline.elements.filter { $0.attributes["data-series"] == "cost-curve-fifo" }
+    #expect(fifo.compactMap { $0.attributes["data-y"] } == ["5", "0"])
   }
 }

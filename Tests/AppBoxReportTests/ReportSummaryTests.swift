@@ -54,7 +54,9 @@ struct ReportSummaryTests {
     let empty = ReportSummary([])
     #expect(empty.events == 0 && empty.duration == 0 && empty.noSpace == nil && empty.purgeCost == 0)
     #expect(empty.text.contains("no usage samples"))
-    let old = ReportSummary([.state(time: 1, from: "UNLOCKED", to: "GRACE"), .state(time: 3, from: "GRACE", to: "LOCKED")])
+    let old = ReportSummary([
+      .state(time: 1, from: "UNLOCKED", to: "GRACE"), .state(time: 3, from: "GRACE", to: "LOCKED"),
+    ])
     #expect(old.timeInState.map(\.seconds) == [0, 2, 0])
   }
 }

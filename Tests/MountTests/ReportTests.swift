@@ -47,7 +47,9 @@ struct EventTotals {
 
   /// The events of a JSON Lines text.
   static func events(_ text: String) -> [[String: Any]] {
-    text.split(separator: "\n").compactMap { (try? JSONSerialization.jsonObject(with: Data($0.utf8))) as? [String: Any] }
+    text.split(separator: "\n").compactMap {
+      (try? JSONSerialization.jsonObject(with: Data($0.utf8))) as? [String: Any]
+    }
   }
 }
 
@@ -70,7 +72,9 @@ struct ReportTests {
     #expect(
       try Quota.poll {
         sampled = try usage()
-        return sampled.contains { $0["reason"] as? String == "interval" && Experiment.number($0, "caches") >= Double(mib) }
+        return sampled.contains {
+          $0["reason"] as? String == "interval" && Experiment.number($0, "caches") >= Double(mib)
+        }
       }, "\(sampled)")
     // Nothing changes for a while (ten intervals): nothing is logged.
     let quiet = try usage().count
@@ -80,7 +84,8 @@ struct ReportTests {
     let resized = try Experiment.resize(fixture.mountpoint, "8M")
     #expect(resized.status == 0, "\(resized.error)")
     let afterResize = try #require(try usage().last)
-    #expect(afterResize["reason"] as? String == "capacity" && Experiment.number(afterResize, "capacity") == Double(8 * mib))
+    #expect(
+      afterResize["reason"] as? String == "capacity" && Experiment.number(afterResize, "capacity") == Double(8 * mib))
     let used = Quota.number(try Quota.status(fixture.mountpoint), "used")
     let eventsFile = ControlFiles.path(for: fixture.mountpoint, "events")
     try fixture.unmount()
@@ -98,18 +103,23 @@ struct ReportTests {
     .needsBrowser)
   func liveReport() throws {
     let fixture = try MountFixture(arguments: ["--capacity", "8M", "--usage-interval", "100ms", "--grace", "0"])
-    for index in 0..<3 { try Quota.writeFile(fixture.path("Library/Caches/c\(index)"), count: 2 * mib, seed: UInt64(index)) }
+    for index in 0..<3 {
+      try Quota.writeFile(fixture.path("Library/Caches/c\(index)"), count: 2 * mib, seed: UInt64(index))
+    }
     try Quota.writeFile(fixture.path("tmp/scratch"), count: mib)
     try Quota.writeFile(fixture.path("Documents/d1"), count: 3 * mib)  // pressure: tmp, then Caches
     #expect(Quota.waitForReleases(fixture))
     let purged = try Quota.purgedPaths(fixture.mountpoint).filter { $0.hasPrefix("Library/Caches/") }
     let refetched = try #require(purged.first, "nothing purged from Caches")
     // The app fetches a purged cache entry again: a missed lookup, then a re-creation.
-    try Command.shell("test -e \"$0\" || head -c 100000 /dev/zero > \"$0\"".replacingOccurrences(of: "$0", with: fixture.path(refetched)))
+    try Command.shell(
+      "test -e \"$0\" || head -c 100000 /dev/zero > \"$0\"".replacingOccurrences(
+        of: "$0", with: fixture.path(refetched)))
     #expect(try Experiment.resize(fixture.mountpoint, "6M").status == 0)
     // A class-A file, refused while locked.
     try Quota.writeFile(fixture.path("Documents/secret"), count: 10)
-    #expect(try Command.run(Command.appbox, ["protect", fixture.path("Documents/secret"), "--class", "complete"]).status == 0)
+    #expect(
+      try Command.run(Command.appbox, ["protect", fixture.path("Documents/secret"), "--class", "complete"]).status == 0)
     #expect(Experiment.writeUntilFull(fixture.path("Documents/fill"), count: 16 * mib).error == ENOSPC)
     #expect(try Command.run(Command.appbox, ["lock", fixture.mountpoint]).status == 0)
     #expect(Quota.openError(fixture.path("Documents/secret")) == EPERM)
@@ -139,7 +149,9 @@ struct ReportTests {
     let printed = live.output.replacingOccurrences(of: "report: \(page)\n", with: "")
     #expect(printed == offline.output)
     func line(_ label: String) -> String? {
-      printed.split(separator: "\n").first { $0.hasPrefix(label) }.map { String($0.dropFirst(label.count)).trimmingCharacters(in: .whitespaces) }
+      printed.split(separator: "\n").first { $0.hasPrefix(label) }.map {
+        String($0.dropFirst(label.count)).trimmingCharacters(in: .whitespaces)
+      }
     }
     #expect(line("Files purged") == "\(totals.purges)")
     #expect(line("Bytes purged") == ByteCount(totals.bytesPurged).formatted)
@@ -209,7 +221,8 @@ struct ReportTests {
       let name = ByteCount(bytes).formatted.replacingOccurrences(of: " ", with: "")
       // Each run's own log, added up here.
       let runs = try (1...2).map { run in
-        EventTotals(EventTotals.events(try String(contentsOfFile: "\(eventsDirectory)/\(name)-\(run).jsonl", encoding: .utf8)))
+        EventTotals(
+          EventTotals.events(try String(contentsOfFile: "\(eventsDirectory)/\(name)-\(run).jsonl", encoding: .utf8)))
       }
       // A deterministic workload: both runs pay the same.
       #expect(runs[0].purgeCost == runs[1].purgeCost && runs[0].bytesPurged == runs[1].bytesPurged, "\(capacity)")
@@ -276,7 +289,8 @@ struct ReportTests {
     // The program finds the template's file, then removes it: the next run finds it again.
     let program = "test -f \"$XDG_CACHE_HOME/seed\" && rm \"$XDG_CACHE_HOME/seed\""
     let plain = try Command.run(
-      Command.appbox, ["experiment", "--capacities", "4M,8M", "--runs", "2", "--template", template, "--", "sh", "-c", program])
+      Command.appbox,
+      ["experiment", "--capacities", "4M,8M", "--runs", "2", "--template", template, "--", "sh", "-c", program])
     #expect(plain.status == 0, "\(plain.error)")
     let rows = plain.output.split(separator: "\n").dropFirst()
     // capacity (2 words), runs, purged (2), purge cost, re-created (2), ENOSPC, exit: every run found it.
@@ -289,5 +303,58 @@ struct ReportTests {
     let terminal = try Command.run("/usr/bin/script", ["-qec", command, "/dev/null"])
     #expect(terminal.status == 0, "\(terminal.error)")
     #expect(terminal.output.contains("[1/1] 4 MiB, run 1 of 1"), "\(terminal.output)")
+  }
+
+  @Test(
+    "--purge-policy on a mount: largest takes the big file first, fifo ignores a recent use, lru honours it",
+    arguments: [("largest", "big"), ("fifo", "old"), ("lru", "middle")])
+  func purgePolicy(_ policy: String, _ firstVictim: String) throws {
+    let fixture = try MountFixture(arguments: ["--capacity", "8M", "--purge-policy", policy])
+    #expect(try Quota.status(fixture.mountpoint)["purgePolicy"] as? String == policy)
+    // Created a second apart (LRU times are whole seconds): old, middle, big.
+    try Quota.writeFile(fixture.path("Library/Caches/old"), count: mib)
+    usleep(1_100_000)
+    try Quota.writeFile(fixture.path("Library/Caches/middle"), count: mib)
+    usleep(1_100_000)
+    try Quota.writeFile(fixture.path("Library/Caches/big"), count: 2 * mib)
+    usleep(1_100_000)
+    try Quota.use(fixture.path("Library/Caches/old"))  // a use: the newest for LRU
+    #expect(Quota.waitForReleases(fixture))
+    try Quota.purge(fixture.mountpoint, ["--bytes", "4K"])
+    #expect(try Quota.purgedPaths(fixture.mountpoint) == ["Library/Caches/\(firstVictim)"])
+    try fixture.unmount()
+  }
+
+  @Test("experiment --purge-policies: a row per policy and capacity, each agreeing with its log")
+  func policySweep() throws {
+    let scratch = try SandboxDirectories(prefix: "appbox-experiment")
+    let eventsDirectory = scratch.root + "/events"
+    try FileManager.default.createDirectory(atPath: eventsDirectory, withIntermediateDirectories: false)
+    let result = try Command.run(
+      Command.appbox,
+      [
+        "experiment", "--capacities", "2M,8M", "--purge-policies", "lru,fifo,largest", "--events-dir", eventsDirectory,
+        "--output", scratch.root + "/sweep.html", "--", "python3", Self.repository + "/Examples/cache-workload.py",
+      ])
+    try #require(result.status == 0, "\(result.error)")
+    let lines = result.output.split(separator: "\n").filter {
+      !$0.hasPrefix("cache-workload:") && !$0.hasPrefix("report:")
+    }
+    #expect(lines.first?.contains("policy") == true)
+    #expect(lines.count == 7, "\(result.output)")
+    for line in lines.dropFirst() {
+      let cells = line.split(separator: " ", omittingEmptySubsequences: true).map(String.init)
+      guard cells.count == 13 else {
+        Issue.record("\(cells)")
+        continue
+      }
+      let name = cells[0] + cells[1]
+      let totals = EventTotals(
+        EventTotals.events(try String(contentsOfFile: "\(eventsDirectory)/\(name)-\(cells[2])-1.jsonl", encoding: .utf8)))
+      #expect(cells[6] == "\(totals.purgeCost)", "\(line)")
+      #expect(cells[4] + " " + cells[5] == ByteCount(totals.bytesPurged).formatted, "\(line)")
+    }
+    let xml = try Browser.xmlCells(of: scratch.root + "/sweep.html")
+    #expect(xml.error == nil && xml.cells["policy"] == ["lru", "lru", "fifo", "fifo", "largest", "largest"])
   }
 }
