@@ -18,6 +18,7 @@ let examples: [(directory: String, name: String)] = [
   ("CapacityCheck", "appbox-example-capacity-check"), ("ProtectedSecret", "appbox-example-protected-secret"),
 ]
 
+// AppBoxReport (pure Swift) turns event logs into the reports and experiment pages.
 let package = Package(
   name: "AppBox",
   products: [
@@ -42,7 +43,10 @@ let package = Package(
     .target(name: "FilesystemInterface", dependencies: ["Posix"]),
     .target(name: "FuseBridge", dependencies: ["CFuse", "CFuseDevice", "FilesystemInterface", "Posix"]),
     .target(name: "AppBoxFS", dependencies: ["FilesystemInterface", "Posix", "SandboxPolicy"]),
-    .target(name: "AppBoxCLI", dependencies: ["AppBoxFS", "CSQLite", "FuseBridge", "Posix", "SandboxPolicy"]),
+    // AppBoxReport: event logs into summaries and HTML pages (pure Swift, no syscalls).
+    .target(name: "AppBoxReport", dependencies: ["SandboxPolicy"]),
+    .target(
+      name: "AppBoxCLI", dependencies: ["AppBoxFS", "AppBoxReport", "CSQLite", "FuseBridge", "Posix", "SandboxPolicy"]),
     .executableTarget(name: "appbox", dependencies: ["AppBoxCLI"]),
     // AppBoxKit: Apple's storage calls for programs' own Swift code, backed by the mount.
     // PlainFoundation reaches Foundation's members that AppBoxKit declares again.
@@ -54,6 +58,7 @@ let package = Package(
     .testTarget(name: "SandboxPolicyTests", dependencies: ["SandboxPolicy"]),
     .testTarget(
       name: "MountTests", dependencies: ["appbox", "CPosixShim", "Posix", "SandboxPolicy"] + examples.map { .target(name: $0.name) }),
+    .testTarget(name: "AppBoxReportTests", dependencies: ["AppBoxReport", "SandboxPolicy"]),
     .testTarget(name: "FuseDeviceTests", dependencies: ["CFuseDevice"]),
     // The filesystem driven through its protocol in memory: no kernel, no /dev/fuse.
     .testTarget(name: "AppBoxFSTests", dependencies: ["AppBoxFS", "FilesystemInterface", "Posix", "SandboxPolicy"]),

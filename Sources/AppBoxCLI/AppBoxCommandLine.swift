@@ -28,7 +28,12 @@ public enum AppBoxCommandLine {
       pressure MOUNTPOINT --schedule FILE
                  change the capacity over time: lines 'TIME CAPACITY' (e.g. '10s 64M', '1m 50%')
       events [--follow] MOUNTPOINT
-                 refusals, state changes, purges, capacity changes, purge costs as JSON Lines
+                 refusals, state changes, purges, capacity changes, purge costs, usage
+                 samples as JSON Lines
+      report (MOUNTPOINT | --events FILE) [--output FILE.html]
+                 summarise an event log; --output: an HTML page with charts
+      experiment --capacities SIZE,SIZE,... [--runs N] [--template DIR] [--output FILE.html] -- PROGRAM [ARGS...]
+                 run a program once per capacity in fresh sandboxes; compare purge costs
       protect PATH --class CLASS
                  set a file's Data Protection class
       backup MOUNT --to DIR [--bundle-id ID] [--json], backup --dry-run MOUNT
@@ -83,6 +88,8 @@ public enum AppBoxCommandLine {
     case "events": return try ControlCommands.events(rest)
     case "resize": return try PressureCommands.resize(rest)
     case "pressure": return try PressureCommands.pressure(rest)
+    case "report": return try ReportCommand.run(rest)
+    case "experiment": return try ExperimentCommand.run(rest)
     case "protect": return try ControlCommands.protect(rest)
     case "backup": return try BackupCommand.run(rest)
     case "restore": return try RestoreCommand.run(rest)

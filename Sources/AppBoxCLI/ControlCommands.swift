@@ -119,16 +119,8 @@ enum ControlCommands {
     let mountpoint = try single(
       arguments.filter { $0 != "--follow" && $0 != "-f" }, usage: "usage: appbox events [--follow] MOUNTPOINT")
     let target = try ControlClient.target(mountpoint)
-    let fd: Int32
-    do { fd = try Sys.open(target.files.events, O_RDONLY | O_NOFOLLOW) } catch {
-      if error == .noEntry { return .success }  // nothing recorded yet
-      throw CLIError(.noPermission, "cannot read \(target.files.events): \(error)")
-    }
+    guard let fd = try EventLogFile.open(target) else { return .success }  // nothing recorded yet
     defer { Sys.close(fd) }
-    // The daemon creates its event log; believe no other file.
-    guard let st = try? Sys.fstat(fd), st.st_mode & S_IFMT == S_IFREG, st.st_uid == target.owner else {
-      throw CLIError(.noPermission, "\(target.files.events) is not the event log of \(target.mountpoint)'s daemon")
-    }
     var buffer = [UInt8](repeating: 0, count: 1 << 16)
     while true {
       let count: Int
@@ -214,7 +206,9 @@ enum StatusText {
     for domain in ["documents", "applicationSupport", "preferences", "library", "caches", "tmp", "root"] {
       lines.append("    \(domain.padding(toLength: 20, withPad: " ", startingAt: 0)) \(bytes(domain, in: usage))")
     }
-    lines.append("  purgeable:   caches \(bytes("caches", in: purgeable)), tmp \(bytes("tmp", in: purgeable))")
+    lines.append(
+      "  purgeable:   caches \(bytes("caches", in: purgeable)), tmp \(bytes("tmp", in: purgeable)); policy \(status["purgePolicy"] as? String ?? "lru")"
+    )
     lines.append(
       "  counters:    \(status["purges"] ?? 0) purges (\(bytes("bytesPurged"))), \(refusals["total"] ?? 0) refusals, \(status["noSpaceRefusals"] ?? 0) ENOSPC"
     )

@@ -10,12 +10,13 @@ struct Daemon {
 
   func run() throws(CLIError) -> ExitCode {
     let session: FuseSession
+    let filesystem: SandboxFilesystem
     var configuration = FuseConfiguration()
     configuration.passthrough = request.passthrough
     configuration.busyPollMicroseconds =
       request.busyPollMicroseconds ?? FuseConfiguration.defaultBusyPoll(availableCPUs: ResourceLimits.availableCPUs)
     do {
-      session = try start(configuration)
+      (session, filesystem) = try start(configuration)
     } catch {
       guard let fd = request.readyFD else { throw error }
       // The parent prints the message (once) and exits with its code.
@@ -27,6 +28,7 @@ struct Daemon {
       ReadinessPipe.send("ready\n", to: fd)
     }
     let result = session.run(configuration: configuration)
+    filesystem.unmounted()
     session.unmount()
     try? Sys.unlink(files.pid)  // gone already, or the next mount replaces it
     try? Sys.unlink(files.socket)
@@ -34,7 +36,7 @@ struct Daemon {
   }
 
   /// Sets up the filesystem and the session, and mounts.
-  private func start(_ configuration: FuseConfiguration) throws(CLIError) -> FuseSession {
+  private func start(_ configuration: FuseConfiguration) throws(CLIError) -> (FuseSession, SandboxFilesystem) {
     // Modes are created as given: a request's umask is set on its worker thread alone
     // (Caller.asCreator).
     Sys.umask(0)
@@ -84,7 +86,7 @@ struct Daemon {
         "the kernel refused to mount on \(request.mountpoint) (see the message above; allow_other without root needs user_allow_other in /etc/fuse.conf)"
       )
     }
-    return session
+    return (session, filesystem)
   }
 
   /// Where the index's progress goes: through the readiness pipe to the `appbox mount`

@@ -9,6 +9,7 @@ enum FstabArguments {
     "capacity": "--capacity", "grace": "--grace", "cx-timeout": "--cx-timeout",
     "default-protection": "--default-protection", "purge-at": "--purge-at", "purge-to": "--purge-to",
     "tmp-max-age": "--tmp-max-age", "busy-poll": "--busy-poll", "handles": "--handles",
+    "usage-interval": "--usage-interval", "purge-policy": "--purge-policy",
   ]
   /// AppBox's flags as `-o` names.
   static let flagOptions: [String: String] = [

@@ -59,6 +59,10 @@ struct MountRequest {
       --purge-at PERCENT          background purge above this usage, e.g. 90%
       --purge-to PERCENT          ... down to this usage (default: purge-at minus 10 points)
       --tmp-max-age DURATION      purge tmp entries unused for longer, e.g. 3d
+      --usage-interval DURATION   log a usage sample at most this often, when it changed
+                                  (default 1s; 0 = only at mount, resize and unmount)
+      --purge-policy POLICY       purge order within a domain and urgency: lru (default),
+                                  fifo (oldest first, uses do not count), largest
       --no-passthrough            serve every read through the daemon (default: the
                                   kernel reads files opened read-only straight from
                                   the backing file, Linux 6.9+ as root; such a file
@@ -118,6 +122,13 @@ struct MountRequest {
       case "--grace": request.sandbox.gracePeriod = try duration(argument, try value(argument))
       case "--cx-timeout": request.sandbox.inactivityTimeout = try duration(argument, try value(argument))
       case "--tmp-max-age": request.sandbox.tmpMaxAge = try duration(argument, try value(argument))
+      case "--usage-interval": request.sandbox.usageInterval = try duration(argument, try value(argument))
+      case "--purge-policy":
+        let text = try value(argument)
+        guard let policy = PurgePolicy(parsing: text) else {
+          throw CLIError(.badValue, "--purge-policy \(text): use one of \(PurgePolicy.names)")
+        }
+        request.sandbox.purgePolicy = policy
       case "--default-protection":
         let text = try value(argument)
         guard let parsed = ProtectionClass(parsing: text) else {

@@ -125,7 +125,7 @@ extension RunPlan {
   /// `appbox mount`'s options that take a value (the value is not the MOUNTPOINT).
   static let valueOptions: Set<String> = [
     "--backing", "-o", "--capacity", "--grace", "--cx-timeout", "--tmp-max-age", "--default-protection",
-    "--purge-at", "--purge-to", "--busy-poll", "--handles",
+    "--purge-at", "--purge-to", "--busy-poll", "--handles", "--usage-interval", "--purge-policy",
   ]
 
   /// The mount options without their one positional argument (the MOUNTPOINT).

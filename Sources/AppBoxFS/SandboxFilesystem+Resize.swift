@@ -38,6 +38,7 @@ extension SandboxFilesystem {
       return over > 0 ? catalog.chooseVictims(toFree: over) : []
     }
     let purged = plan.victims.isEmpty ? [] : carryOut(plan, onRequestThread: false)
+    recordUsage(.capacity)
     events.flush()  // when `appbox resize` returns, its events are in the log
     let used = storage.books.withLock { $0.ledger.used }
     return Resize(

@@ -31,6 +31,7 @@ extension SandboxFilesystem {
         ("usage", "{" + usage.joined(separator: ",") + "}"),
         ("purgeable", "{" + purgeable.joined(separator: ",") + "}"),
         ("purgeableFiles", String(catalog.count)),
+        ("purgePolicy", JSONText.quoted(catalog.policy.rawValue)),
         ("availableImportant", String(ledger.importantAvailableCapacity(purgeable: catalog.totalPurgeableBytes))),
         (
           "availableOpportunistic",

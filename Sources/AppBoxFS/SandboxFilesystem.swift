@@ -52,6 +52,9 @@ public final class SandboxFilesystem: Filesystem {
   let passthroughFiles = Atomic<Int>(0)
   /// Recently purged names and what purges cost the app.
   let purgeCost = PurgeCost()
+  /// The last usage sample logged (lock order: a leaf lock, taken after the quota lock is
+  /// released).
+  let lastUsage = Mutex<UsageSample?>(nil)
   /// The names of Caches and tmp files with more than one link, to put them back on the
   /// purge catalog when they are down to one.
   let linkNames = LinkNames()
@@ -99,6 +102,7 @@ public final class SandboxFilesystem: Filesystem {
     (domainRoots, fixedDirectories) = try Self.createLayout(in: rootFD)
     try DefaultProtection.adopt(options.defaultProtection, rootFD: rootFD)
     let (ledger, catalog) = try BackingScan.run(rootFD: rootFD, capacity: options.capacity, progress: indexProgress)
+    catalog.policy = options.purgePolicy
     storage = StorageState(ledger: ledger, catalog: catalog, waterMarks: options.waterMarks)
     protection = ProtectionState(options: options)
     events = EventLog(path: options.eventsPath)
@@ -140,6 +144,8 @@ public final class SandboxFilesystem: Filesystem {
   public func mounted(notifier: any KernelNotifier) {
     self.notifier.withLock { $0 = notifier }
     startMaintenance()
+    recordUsage(.mount)
+    scheduleUsageSamples()
   }
 
   /// Asks the kernel to drop a quarter of the inodes it holds that no program has open

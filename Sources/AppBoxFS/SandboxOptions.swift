@@ -19,6 +19,11 @@ public struct SandboxOptions: Sendable {
   public var tmpMaxAge: Double?
   /// Where events are appended as JSON Lines (nil: not recorded).
   public var eventsPath: String?
+  /// Seconds between usage samples in the event log, logged only when something changed
+  /// (`--usage-interval`; 0: only at mount, capacity changes and unmount).
+  public var usageInterval: Double = 1
+  /// The order of purge victims within a domain and urgency (`--purge-policy`).
+  public var purgePolicy = PurgePolicy.lru
   /// Reads through the mount leave access times alone (`-o noatime`): the daemon opens
   /// backing files and directories with `O_NOATIME`.
   public var noAccessTime = false

@@ -126,6 +126,7 @@ extension PurgeCatalog {
 
   /// Records a use of a file: it becomes the most recently used of its bucket (if `time` is
   /// at least every other file's `lastUse` there; otherwise it moves to its `lastUse` place).
+  /// Under the FIFO ``policy`` a use changes nothing.
   /// - Parameters:
   ///   - ino: The backing inode number.
   ///   - time: The time of the use.
@@ -133,6 +134,7 @@ extension PurgeCatalog {
   @discardableResult
   public func touch(ino: UInt64, at time: UInt32) -> Bool {
     guard let slot = fileIndex[ino] else { return false }
+    guard policy != .fifo || isBulkLoading else { return true }  // FIFO: uses do not reorder
     let bucket = bucket(ofFile: slot)
     unlink(slot, bucket: bucket)
     files[Int(slot)].lastUse = time

@@ -3,7 +3,7 @@ extension PurgeCatalog {
 
   /// Chooses files to purge to free at least a number of bytes, in purge order: `tmp`
   /// before `caches`; within a domain `high`, `medium`, `low`, `none` urgency; within those
-  /// least recently used first. Files with an open handle are skipped. Walks the LRU lists
+  /// least recently used first (``policy``: or oldest first, or largest first). Files with an open handle are skipped. Walks the LRU lists
   /// from their heads and stops as soon as the chosen files add up to `bytes` (it never
   /// scans files it does not need). Nothing is removed; if every purgeable file together is
   /// not enough, all of them are returned.
@@ -13,6 +13,17 @@ extension PurgeCatalog {
     guard bytes > 0 else { return [] }
     var chosen: [Victim] = []
     var freed: Int64 = 0
+    if policy == .largest {
+      // Every candidate of a domain, largest first: O(n log n) per purge (an experiment's
+      // option; LRU and FIFO stop at the bytes needed).
+      for domain in StorageDomain.purgeOrder where freed < bytes {
+        for victim in Self.ordered(victims(inDomain: domain), by: policy) where freed < bytes {
+          chosen.append(victim)
+          freed += victim.bytes
+        }
+      }
+      return chosen
+    }
     for domain in StorageDomain.purgeOrder {
       collect(domain: domain, into: &chosen) { file in
         guard freed < bytes else { return .stop }

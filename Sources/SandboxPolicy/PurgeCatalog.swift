@@ -109,6 +109,8 @@ public final class PurgeCatalog {
   var openBytesByRank: [Int64] = [0, 0]
   /// Whether `beginBulkLoad()` is in effect.
   var isBulkLoading = false
+  /// The order of victims within a domain and urgency (default LRU; ``PurgePolicy``).
+  public var policy = PurgePolicy.lru
 
   /// How many times the name arena has been compacted.
   public internal(set) var nameCompactions = 0

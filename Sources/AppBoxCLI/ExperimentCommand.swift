@@ -1,0 +1,217 @@
+import AppBoxReport
+import Foundation
+import Posix
+import SandboxPolicy
+
+/// `appbox experiment --capacities LIST [--runs N] [--template DIR] [--output FILE.html]
+/// [--events-dir DIR] [MOUNT OPTIONS] -- PROGRAM ARGS…`: runs a program under `appbox run`
+/// once per capacity and run, each on a fresh copy of a template sandbox, and compares
+/// what the purges cost it.
+enum ExperimentCommand {
+  static let usage = """
+    usage: appbox experiment --capacities SIZE,SIZE,... [--runs N] [--template DIR]
+                             [--purge-policies POLICY,...] [--output FILE.html]
+                             [--events-dir DIR] [MOUNT OPTIONS] -- PROGRAM [ARGUMENTS...]
+
+      Runs PROGRAM as appbox run does, once per capacity and run (--runs, default 1),
+      each time in a new sandbox: a copy of --template (a backing directory, copied with
+      cp -a) or an empty one. Prints a table of capacity against bytes purged, purge
+      cost (purged names the program created again, or looked up, missed and never
+      created again; each once), bytes re-created, ENOSPC, exit status and run time
+      (medians over the runs), all read from each run's event log. --output writes an
+      HTML page with the curve of purge cost against capacity; --events-dir keeps each
+      run's event log (CAPACITY-RUN.jsonl). --purge-policies lru,fifo,largest repeats
+      the sweep once per policy (appbox mount --purge-policy), one row and one curve
+      each (logs CAPACITY-POLICY-RUN.jsonl). Other options are appbox mount's (not
+      --capacity, --backing, --foreground). Exits 0 once every run is done, whatever
+      the program's statuses (the table shows them).
+    """
+
+  /// The most runs at one capacity, and the most capacities.
+  static let maximumRuns = 1000
+  static let maximumCapacities = 100
+
+  /// What to run.
+  struct Plan {
+    var capacities: [Int64] = []
+    /// The purge policies compared (empty: the mount's default, no policy column).
+    var policies: [PurgePolicy] = []
+    var runs = 1
+    var template: String?
+    var output: String?
+    var eventsDirectory: String?
+    var mountOptions: [String] = []
+    var program: [String] = []
+  }
+
+  static func run(_ arguments: [String]) throws(CLIError) -> ExitCode {
+    let plan = try parse(arguments)
+    do throws(Errno) { try ProgramLaunch.forwardSignals() } catch {
+      throw CLIError(.osError, "cannot install signal handlers: \(error)")
+    }
+    let policies: [PurgePolicy?] = plan.policies.isEmpty ? [nil] : plan.policies
+    let total = policies.count * plan.capacities.count * plan.runs
+    let progress = isatty(2) == 1
+    var results: [ExperimentRun] = []
+    sweep: for policy in policies {
+      for capacity in plan.capacities {
+        for run in 1...plan.runs {
+          if progress {
+            let step = results.count + 1
+            let label = ByteCount(capacity).formatted + (policy.map { " \($0.rawValue)" } ?? "")
+            FileHandle.standardError.write(
+              Data("appbox experiment: [\(step)/\(total)] \(label), run \(run) of \(plan.runs)\n".utf8))
+          }
+          let result = try runOnce(plan, capacity: capacity, policy: policy, run: run)
+          results.append(result)
+          if progress {
+            FileHandle.standardError.write(
+              Data(
+                "appbox experiment:   exit \(result.exitStatus) in \(Statistics.seconds(result.seconds)), purged \(ByteCount(result.summary.bytesPurged).formatted), purge cost \(result.summary.purgeCost)\n"
+                  .utf8))
+          }
+          // Ctrl-C or SIGTERM ended the program: stop the sweep, report what ran.
+          if result.exitStatus == 128 + SIGINT || result.exitStatus == 128 + SIGTERM { break sweep }
+        }
+      }
+    }
+    let rows = ExperimentRow.rows(results)
+    if let output = plan.output {
+      try ReportCommand.write(ExperimentPage.html(rows, command: plan.program), to: output)
+    }
+    print(ExperimentTable.text(rows))
+    if let output = plan.output { print("report: \(output)") }
+    return .success
+  }
+
+  /// Runs the program once in a new sandbox of `capacity` and reads the run's event log.
+  static func runOnce(_ plan: Plan, capacity: Int64, policy: PurgePolicy?, run: Int) throws(CLIError)
+    -> ExperimentRun
+  {
+    let directory = try SandboxMount.makeTemporaryDirectory()
+    let mountpoint = directory + "/container"
+    let backing = directory + "/backing"
+    do {
+      try Sys.mkdir(mountpoint, 0o755)
+      try Sys.mkdir(backing, 0o700)
+    } catch {
+      SandboxMount.removeTemporary(directory)
+      throw CLIError(.osError, "cannot prepare \(directory): \(error)")
+    }
+    if let template = plan.template, Spawn.run("/bin/cp", ["cp", "-a", "--", template + "/.", backing]) != 0 {
+      SandboxMount.removeTemporary(directory)
+      throw CLIError(.noInput, "cannot copy the template \(template) (see cp's message above)")
+    }
+    do throws(CLIError) {
+      try SandboxMount.mount(
+        plan.mountOptions + ["--capacity", "\(capacity)"] + (policy.map { ["--purge-policy", $0.rawValue] } ?? []),
+        at: mountpoint, backing: backing)
+    } catch {
+      SandboxMount.removeTemporary(directory)
+      throw error
+    }
+    let files = try RuntimeDirectory.current().files(for: SandboxMount.resolved(mountpoint))
+    let runPlan = RunPlan(
+      mountOptions: [], settings: [], mountpoint: mountpoint, backing: backing, program: plan.program)
+    let start = Clock.monotonic()
+    let status = RunCommand.runProgram(runPlan, root: mountpoint, events: files.events)
+    let seconds = Clock.monotonic() - start
+    SandboxMount(mountpoint: mountpoint, mountedHere: true, temporaryDirectory: directory).finish()
+    // The daemon has exited (unmount waits for it): its log is complete.
+    let bytes: [UInt8]
+    do { bytes = try Sys.readFile(files.events) } catch {
+      throw CLIError(
+        .osError, "cannot read the event log \(files.events) of the run at \(ByteCount(capacity).formatted): \(error)")
+    }
+    if let kept = plan.eventsDirectory {
+      let size = ByteCount(capacity).formatted.replacingOccurrences(of: " ", with: "")
+      let path = kept + "/\(size)-" + (policy.map { "\($0.rawValue)-" } ?? "") + "\(run).jsonl"
+      do { try Sys.replaceFile(path, with: bytes, mode: 0o644) } catch {
+        throw CLIError(.noInput, "cannot write \(path): \(error)")
+      }
+    }
+    try? Sys.unlink(files.events)
+    if let log = try? Sys.lstatPath(files.log), log.st_size == 0 { try? Sys.unlink(files.log) }
+    let parsed = EventLogParser.parse(String(decoding: bytes, as: UTF8.self))
+    return ExperimentRun(
+      capacity: capacity, policy: policy?.rawValue, run: run, exitStatus: status, seconds: seconds,
+      summary: ReportSummary(parsed.events))
+  }
+
+  /// Parses the arguments after `experiment`.
+  static func parse(_ arguments: [String]) throws(CLIError) -> Plan {
+    if arguments.first == "--help" || arguments.first == "-h" { throw CLIError(.success, usage) }
+    guard let separator = arguments.firstIndex(of: "--") else {
+      throw CLIError(.usage, "missing -- before the program\n\(usage)")
+    }
+    var plan = Plan()
+    plan.program = Array(arguments[(separator + 1)...])
+    guard let name = plan.program.first, !name.isEmpty else {
+      throw CLIError(.usage, "missing PROGRAM after --\n\(usage)")
+    }
+    var reader = ArgumentReader(Array(arguments[..<separator]), usage: usage)
+    var capacitiesGiven = false
+    while let argument = reader.next() {
+      switch argument {
+      case "--capacities":
+        capacitiesGiven = true
+        plan.capacities = try capacities(try reader.value())
+      case "--runs":
+        let text = try reader.value()
+        guard let runs = Int(text), runs >= 1, runs <= maximumRuns else {
+          throw CLIError(.badValue, "--runs \(text): not a number of runs from 1 to \(maximumRuns)")
+        }
+        plan.runs = runs
+      case "--purge-policies":
+        let text = try reader.value()
+        plan.policies = []
+        for name in text.split(separator: ",", omittingEmptySubsequences: false) {
+          guard let policy = PurgePolicy(parsing: String(name)), !plan.policies.contains(policy) else {
+            throw CLIError(
+              .badValue, "--purge-policies \(text): \(name) is not one of \(PurgePolicy.names), or is given twice")
+          }
+          plan.policies.append(policy)
+        }
+      case "--template": plan.template = try directory("--template", try reader.value())
+      case "--events-dir": plan.eventsDirectory = try directory("--events-dir", try reader.value())
+      case "--output": plan.output = try reader.value()
+      case "--capacity", "--backing", "--foreground", "-f", "--ready-fd", "--help", "-h":
+        throw CLIError(.usage, "\(argument) does not apply to appbox experiment\n\(usage)")
+      default:
+        plan.mountOptions.append(argument)
+        if RunPlan.valueOptions.contains(argument) { plan.mountOptions.append(try reader.value()) }
+      }
+    }
+    guard capacitiesGiven else { throw CLIError(.usage, "--capacities is missing\n\(usage)") }
+    if !plan.policies.isEmpty && plan.mountOptions.contains("--purge-policy") {
+      throw CLIError(.usage, "--purge-policy and --purge-policies: give one of them\n\(usage)")
+    }
+    _ = try MountRequest.parse(plan.mountOptions + ["/"])  // the mount options, checked now
+    return plan
+  }
+
+  /// The capacities of `--capacities`: sizes separated by commas, each checked as
+  /// `--capacity` is, no repeats.
+  static func capacities(_ text: String) throws(CLIError) -> [Int64] {
+    var result: [Int64] = []
+    for item in text.split(separator: ",", omittingEmptySubsequences: false) {
+      let capacity = try PressureCommands.checkedCapacity(String(item).trimmingCharacters(in: .whitespaces))
+      guard !result.contains(capacity) else {
+        throw CLIError(.badValue, "--capacities \(text): \(item) is given twice")
+      }
+      result.append(capacity)
+    }
+    guard result.count <= maximumCapacities else {
+      throw CLIError(.badValue, "--capacities \(text): at most \(maximumCapacities) capacities")
+    }
+    return result
+  }
+
+  /// A directory option's value: an existing directory.
+  static func directory(_ flag: String, _ path: String) throws(CLIError) -> String {
+    guard let st = try? Sys.statPath(path), st.st_mode & S_IFMT == S_IFDIR else {
+      throw CLIError(.noInput, "\(flag) \(path): not a directory")
+    }
+    return path
+  }
+}

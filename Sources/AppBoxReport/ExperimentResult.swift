@@ -1,0 +1,176 @@
+import Foundation
+import SandboxPolicy
+
+/// One run of `appbox experiment`: a program at one capacity, and what its event log
+/// says.
+public struct ExperimentRun: Sendable {
+  /// The sandbox's capacity in bytes.
+  public var capacity: Int64
+  /// The purge policy it was mounted with, when the experiment compares them.
+  public var policy: String?
+  /// Which run at this capacity (from 1).
+  public var run: Int
+  /// The program's exit status (128+N for signal N).
+  public var exitStatus: Int32
+  /// Wall-clock seconds the program ran.
+  public var seconds: Double
+  /// The run's event log, aggregated.
+  public var summary: ReportSummary
+
+  /// Creates a run.
+  public init(
+    capacity: Int64, policy: String? = nil, run: Int, exitStatus: Int32, seconds: Double, summary: ReportSummary
+  ) {
+    self.capacity = capacity
+    self.policy = policy
+    self.run = run
+    self.exitStatus = exitStatus
+    self.seconds = seconds
+    self.summary = summary
+  }
+}
+
+/// One capacity's runs (with one purge policy), with the medians `appbox experiment` prints.
+public struct ExperimentRow: Sendable {
+  /// The capacity in bytes.
+  public var capacity: Int64
+  /// The purge policy, when the experiment compares them.
+  public var policy: String?
+  /// The runs at this capacity.
+  public var runs: [ExperimentRun]
+
+  /// The median over the runs of `value`.
+  public func median(_ value: (ExperimentRun) -> Double) -> Double {
+    Statistics.median(runs.map(value)) ?? 0
+  }
+
+  /// Median bytes purged.
+  public var bytesPurged: Double { median { Double($0.summary.bytesPurged) } }
+  /// Median purge cost (``ReportSummary/purgeCost``).
+  public var purgeCost: Double { median { Double($0.summary.purgeCost) } }
+  /// Median bytes re-created (as purged).
+  public var recreatedBytes: Double { median { Double($0.summary.recreatedBytes) } }
+  /// Median ENOSPC refusals.
+  public var noSpace: Double { median { Double($0.summary.noSpace ?? 0) } }
+  /// Median run time in seconds.
+  public var seconds: Double { median(\.seconds) }
+  /// The runs' exit statuses, distinct, in order (`0`, or `0/1` when they differ).
+  public var exitStatuses: String {
+    var seen: [Int32] = []
+    for run in runs where !seen.contains(run.exitStatus) { seen.append(run.exitStatus) }
+    return seen.map(String.init).joined(separator: "/")
+  }
+
+  /// Groups runs by capacity and policy, in the order they were first run.
+  public static func rows(_ runs: [ExperimentRun]) -> [ExperimentRow] {
+    var rows: [ExperimentRow] = []
+    for run in runs {
+      if let index = rows.firstIndex(where: { $0.capacity == run.capacity && $0.policy == run.policy }) {
+        rows[index].runs.append(run)
+      } else {
+        rows.append(ExperimentRow(capacity: run.capacity, policy: run.policy, runs: [run]))
+      }
+    }
+    return rows
+  }
+
+  /// The policies of `rows`, in order of appearance (empty when none was chosen).
+  public static func policies(_ rows: [ExperimentRow]) -> [String] {
+    var seen: [String] = []
+    for policy in rows.compactMap(\.policy) where !seen.contains(policy) { seen.append(policy) }
+    return seen
+  }
+}
+
+/// `appbox experiment`'s table, for a terminal.
+public enum ExperimentTable {
+  /// The columns' headers (with a policy column when the rows compare policies).
+  public static func headers(_ rows: [ExperimentRow]) -> [String] {
+    ["capacity"] + (ExperimentRow.policies(rows).isEmpty ? [] : ["policy"])
+      + ["runs", "purged", "purge cost", "re-created", "ENOSPC", "exit", "time"]
+  }
+
+  /// One row's cells, as printed (and as the page's table shows them).
+  public static func cells(_ row: ExperimentRow) -> [String] {
+    [ByteCount(row.capacity).formatted] + (row.policy.map { [$0] } ?? []) + [
+      "\(row.runs.count)", ByteCount(Int64(row.bytesPurged.rounded())).formatted,
+      Statistics.rounded(row.purgeCost, digits: 1), ByteCount(Int64(row.recreatedBytes.rounded())).formatted,
+      Statistics.rounded(row.noSpace, digits: 1), row.exitStatuses, Statistics.seconds(row.seconds),
+    ]
+  }
+
+  /// The table: a header and one line per capacity, columns aligned (numbers right).
+  public static func text(_ rows: [ExperimentRow]) -> String {
+    let headers = headers(rows)
+    let lines = [headers] + rows.map(cells)
+    let widths = headers.indices.map { column in lines.map { $0[column].count }.max() ?? 0 }
+    return lines.map { line in
+      line.indices.map { column in
+        let cell = line[column]
+        let pad = String(repeating: " ", count: widths[column] - cell.count)
+        return column == 0 ? cell + pad : pad + cell
+      }.joined(separator: "  ")
+    }.joined(separator: "\n")
+  }
+}
+
+/// `appbox experiment`'s page: purge cost against capacity, and the table.
+public enum ExperimentPage {
+  /// The page for `rows`; `command` is the program and its arguments, for the title.
+  public static func html(_ rows: [ExperimentRow], command: [String]) -> String {
+    let commandText = command.joined(separator: " ")
+    let capacity: (Double) -> String = { ByteCount(Int64($0.rounded())).formatted }
+    var body = Markup.text("h1", [], "AppBox experiment: \(commandText)")
+    let runs = rows.map(\.runs.count).max() ?? 0
+    body += Markup.text(
+      "p", [("class", "note")],
+      "\(rows.count) capacities, \(runs) run\(runs == 1 ? "" : "s") each, every run on a fresh copy of the sandbox; medians over the runs. Purge cost: the purged names the program paid for, each once: created again, or looked up and missed and never created again."
+    )
+    // One curve per policy (one in all without policies); ids get the policy's name.
+    let policies: [String?] = ExperimentRow.policies(rows).isEmpty ? [nil] : ExperimentRow.policies(rows)
+    let colors = ["#8e44ad", "#1f77b4", "#2ca02c", "#ff7f0e", "#d62728", "#17becf"]
+    let logX = Set(rows.map(\.capacity)).count > 1
+    func curves(
+      _ id: String, _ name: String, _ value: (ExperimentRow) -> Double, colorOffset: Int = 0
+    ) -> [SVGChart.Series] {
+      policies.enumerated().map { index, policy in
+        SVGChart.Series(
+          id: id + (policy.map { "-" + $0 } ?? ""), name: name + (policy.map { " (\($0))" } ?? " (median)"),
+          color: colors[(index + colorOffset) % colors.count],
+          points: rows.filter { $0.policy == policy }.map { (Double($0.capacity), value($0)) }, dots: true)
+      }
+    }
+    body += Markup.text("h2", [], "Purge cost against capacity")
+    body += SVGChart.lineChart(
+      id: "curve", title: "Purge cost against capacity", series: curves("cost-curve", "purge cost", \.purgeCost),
+      xLabel: "capacity", xText: capacity, yText: { Statistics.rounded($0, digits: 1) }, logX: logX)
+    body += Markup.text("h2", [], "Bytes purged and re-created against capacity")
+    body += SVGChart.lineChart(
+      id: "bytes-curve", title: "Bytes purged and re-created against capacity",
+      series: curves("purged-curve", "bytes purged", \.bytesPurged, colorOffset: 3)
+        + curves("recreated-curve", "bytes re-created", \.recreatedBytes),
+      xLabel: "capacity", xText: capacity, yText: { ByteCount(Int64($0)).formatted }, logX: logX)
+    body += Markup.text("h2", [], "Table")
+    var table = Markup.element(
+      "tr", [], ExperimentTable.headers(rows).map { Markup.text("th", [("class", "number")], $0) }.joined())
+    let hasPolicy = policies != [nil]
+    let keys =
+      ["capacity"] + (hasPolicy ? ["policy"] : [])
+      + ["runs", "bytesPurged", "purgeCost", "recreatedBytes", "noSpace", "exit", "seconds"]
+    for row in rows {
+      let values: [Double?] =
+        [Double(row.capacity)] + (hasPolicy ? [nil] : [])
+        + [Double(row.runs.count), row.bytesPurged, row.purgeCost, row.recreatedBytes, row.noSpace, nil, row.seconds]
+      var cells = ""
+      for (index, cell) in ExperimentTable.cells(row).enumerated() {
+        var attributes = [("class", "number"), ("data-key", keys[index])]
+        if let value = values[index] { attributes.append(("data-value", Markup.number(value))) }
+        cells += Markup.text("td", attributes, cell)
+      }
+      table += Markup.element(
+        "tr", [("data-capacity", "\(row.capacity)")] + (row.policy.map { [("data-policy", $0)] } ?? []), cells)
+    }
+    body += Markup.element("table", [("id", "experiment")], table)
+    return Markup.page(title: "AppBox experiment: \(commandText)", body: body)
+  }
+}

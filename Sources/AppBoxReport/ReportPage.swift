@@ -1,0 +1,142 @@
+import SandboxPolicy
+
+/// `appbox report`'s page: a self-contained XHTML-compatible document with inline SVG
+/// charts and the summary table, made from an event log.
+public enum ReportPage {
+  /// Colours of the lock states, and of the marks.
+  static let stateColors = ["UNLOCKED": "#9bd39b", "GRACE": "#f2d46b", "LOCKED": "#e0867a", "BFU": "#9aa7d8"]
+  static let purgeColor = "#d9534f"
+  static let costColor = "#8e44ad"
+  static let noSpaceColor = "#000000"
+
+  /// The page for `parsed`, titled with `source` (a mountpoint or a file name).
+  public static func html(_ parsed: EventLogParser.Parsed, source: String) -> String {
+    let summary = ReportSummary(parsed.events)
+    let timeline = ReportTimeline(parsed.events)
+    let seconds: (Double) -> String = { Statistics.seconds($0) }
+    let bytes: (Double) -> String = { ByteCount(Int64($0)).formatted }
+    var body = Markup.text("h1", [], "AppBox report: \(source)")
+    body += Markup.text(
+      "p", [("class", "note")],
+      "\(summary.events) events over \(Statistics.seconds(summary.duration))"
+        + (parsed.malformedLines > 0 ? "; \(parsed.malformedLines) malformed lines skipped" : "")
+        + (summary.usageSamples == 0 ? "; the log has no usage samples (a mount older than usage events?)" : ""))
+
+    body += Markup.text("h2", [], "Used bytes against capacity")
+    let purgeMarks = timeline.binned(timeline.purges, count: 160).map {
+      SVGChart.Mark(
+        x: $0.time, title: "\($0.count) purged, \(ByteCount(Int64($0.sum)).formatted)",
+        attributes: [("data-count", "\($0.count)"), ("data-bytes", Markup.number($0.sum))])
+    }
+    let costMarks = timeline.binned(timeline.costs, count: 160).map {
+      SVGChart.Mark(
+        x: $0.time, title: "\($0.count) re-created or missed (\(ByteCount(Int64($0.sum)).formatted) when purged)",
+        attributes: [("data-count", "\($0.count)"), ("data-bytes", Markup.number($0.sum))])
+    }
+    let noSpaceMarks = timeline.noSpace.map {
+      SVGChart.Mark(x: $0.time, title: "\(Int($0.value)) ENOSPC", attributes: [("data-count", "\(Int($0.value))")])
+    }
+    // The lines run to the last event: the last sample's value holds until then.
+    func toEnd(_ points: [ReportTimeline.Point]) -> [(x: Double, y: Double)] {
+      var line = points.map { (x: $0.time, y: $0.value) }
+      if let last = points.last, last.time < timeline.duration { line.append((timeline.duration, last.value)) }
+      return line
+    }
+    body += SVGChart.lineChart(
+      id: "timeline", title: "Used bytes against capacity over time",
+      series: [
+        .init(
+          id: "capacity-line", name: "capacity", color: "#888888", points: toEnd(timeline.capacity),
+          stepped: true, dash: "6 3"),
+        .init(id: "used-line", name: "used", color: "#1f77b4", points: toEnd(timeline.used), stepped: true),
+      ],
+      marks: [
+        ("purges", purgeColor, purgeMarks), ("cost", costColor, costMarks), ("ENOSPC", noSpaceColor, noSpaceMarks),
+      ],
+      xLabel: "seconds from the first event", xText: seconds, yText: bytes,
+      xDomain: 0...max(timeline.duration, 1e-9))
+
+    body += Markup.text("h2", [], "Purges by domain and reason")
+    body += SVGChart.barChart(
+      id: "purges", title: "Bytes purged by domain and reason",
+      bars: summary.purgeGroups.map {
+        SVGChart.Bar(
+          label: "\($0.domain), \($0.reason)", value: Double($0.bytes),
+          text: "\($0.files) file\($0.files == 1 ? "" : "s"), \(ByteCount($0.bytes).formatted)",
+          color: $0.domain == "tmp" ? "#f0ad4e" : "#5bc0de", key: "purged.\($0.domain).\($0.reason)")
+      })
+
+    body += Markup.text("h2", [], "Purge cost")
+    body += SVGChart.barChart(
+      id: "cost",
+      title: "What the purges cost the app",
+      bars: [
+        .init(
+          label: "files purged", value: Double(summary.purges), text: "\(summary.purges)", color: purgeColor,
+          key: "purges"),
+        .init(
+          label: "paid for (purge cost)", value: Double(summary.purgeCost), text: "\(summary.purgeCost)",
+          color: "#5e2d79", key: "purgeCost"),
+        .init(
+          label: "created again", value: Double(summary.recreated), text: "\(summary.recreated)", color: costColor,
+          key: "recreated"),
+        .init(
+          label: "looked up and missed", value: Double(summary.missed), text: "\(summary.missed)", color: "#b48ed1",
+          key: "missed"),
+      ])
+    body += SVGChart.barChart(
+      id: "cost-bytes",
+      title: "Bytes purged and bytes re-created",
+      bars: [
+        .init(
+          label: "bytes purged", value: Double(summary.bytesPurged), text: ByteCount(summary.bytesPurged).formatted,
+          color: purgeColor, key: "bytesPurged"),
+        .init(
+          label: "bytes re-created", value: Double(summary.recreatedBytes),
+          text: ByteCount(summary.recreatedBytes).formatted, color: costColor, key: "recreatedBytes"),
+      ])
+
+    body += Markup.text("h2", [], "Lock states, refusals, ENOSPC and capacity changes")
+    body += SVGChart.laneChart(
+      id: "states", title: "Lock states, refusals, ENOSPC and capacity changes over time",
+      duration: timeline.duration,
+      spans: (
+        "lock state",
+        timeline.states.map { ($0.start, $0.end, $0.state, stateColors[$0.state] ?? "#cccccc") }
+      ),
+      lanes: [
+        (
+          "refusals", "#c0392b",
+          timeline.binned(timeline.refusals, count: 160).map {
+            SVGChart.Mark(x: $0.time, title: "\($0.count) refusals", attributes: [("data-count", "\($0.count)")])
+          }
+        ),
+        ("ENOSPC", noSpaceColor, noSpaceMarks),
+        (
+          "capacity", "#555555",
+          timeline.capacityChanges.map {
+            SVGChart.Mark(
+              x: $0.time, title: "capacity → \(ByteCount(Int64($0.value)).formatted)",
+              attributes: [("data-capacity", Markup.number($0.value))])
+          }
+        ),
+      ])
+
+    body += Markup.text("h2", [], "Summary")
+    body += summaryTable(summary.rows)
+    return Markup.page(title: "AppBox report: \(source)", body: body)
+  }
+
+  /// The summary rows as a table; each value cell has the row's `data-key` and, when the
+  /// log states it, its exact `data-value`.
+  public static func summaryTable(_ rows: [SummaryRow]) -> String {
+    var cells = ""
+    for row in rows {
+      var attributes = [("class", "number"), ("data-key", row.key)]
+      if let value = row.value { attributes.append(("data-value", Markup.number(value))) }
+      cells += Markup.element(
+        "tr", [], Markup.text("th", [("scope", "row")], row.label) + Markup.text("td", attributes, row.text))
+    }
+    return Markup.element("table", [("id", "summary")], Markup.element("tbody", [], cells))
+  }
+}
