@@ -31,11 +31,11 @@ COPY bench/purge-catalog/ bench/purge-catalog/
 # is built).
 COPY Tests/ Tests/
 RUN swift build -c release --static-swift-stdlib --product appbox \
- && for example in document-store protected-secret; do \
-      swift build -c release --static-swift-stdlib --product appbox-example-$example || exit 1; \
-    done \
+ && swift build -c release --static-swift-stdlib --product appbox-example-document-store \
+ && swift build -c release --static-swift-stdlib --product appbox-example-protected-secret \
  && bin="$(swift build -c release --show-bin-path)" \
- && install -m 0755 "$bin/appbox" "$bin"/appbox-example-* /usr/local/bin/
+ && install -m 0755 "$bin/appbox" "$bin/appbox-example-document-store" "$bin/appbox-example-protected-secret" \
+      /usr/local/bin/
 
 FROM ${RUNTIME_IMAGE}
 # fuse3 brings libfuse3 and fusermount3 (setuid root); libsqlite3 is for backups; attr,
