@@ -39,7 +39,8 @@ enum RunCommand {
       do throws(Errno) { try Sys.becomeChildSubreaper() } catch {
         throw CLIError(.osError, "cannot become the program's subreaper: \(error)")
       }
-      registration = try RunRegistration.register(mountpoint: mount.mountpoint, allowsControl: plan.allowDeviceControl)
+      registration = try RunRegistration.register(
+        mountpoint: mount.mountpoint, mountedHere: mount.mountedHere, allowsControl: plan.allowDeviceControl)
     } catch {
       mount.finish()
       throw error

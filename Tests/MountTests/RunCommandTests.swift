@@ -126,6 +126,26 @@ struct RunCommandTests {
     try fixture.unmount()
   }
 
+  @Test("a reused mount whose daemon is not reachable from here (a sidecar's) runs the program, which cannot lock either")
+  func reusesMountWithoutControlChannel() throws {
+    let fixture = try MountFixture.unlocked()
+    // Another runtime directory: as from another container, no socket of the mount is found.
+    let elsewhere = fixture.root + "/other-runtime"
+    try FileManager.default.createDirectory(atPath: elsewhere, withIntermediateDirectories: false)
+    chmod(elsewhere, 0o700)
+    var environment = ProcessInfo.processInfo.environment
+    environment["XDG_RUNTIME_DIR"] = elsewhere
+    let result = try Command.run(
+      Command.appbox,
+      ["run", fixture.mountpoint, "--", "/bin/sh", "-c", "echo $HOME; \(Command.appbox) lock \"$HOME\"; echo lock=$?"],
+      environment: environment)
+    #expect(result.status == 0, "\(result.error)")
+    #expect(result.output == fixture.mountpoint + "\nlock=75\n", "\(result.output)")
+    #expect(result.error.contains("runs without device control"), "\(result.error)")
+    #expect(fixture.deviceState == "UNLOCKED")
+    try fixture.unmount()
+  }
+
   @Test("an ordinary user runs the Swift example in a root-made mount (allow_other) reused by appbox run")
   func ordinaryUserReusesMount() throws {
     let fixture = try MountFixture.unlocked {
