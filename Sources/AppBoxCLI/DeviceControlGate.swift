@@ -66,7 +66,11 @@ final class DeviceControlGate: Sendable {
       guard let entry = runs.withLock({ $0.entries[process] }), !entry.coversItself else {
         return ControlServer.error("process \(peer) is not a registered run")
       }
-      let chains = ((try? Sys.processIDs()) ?? []).compactMap { Self.ancestry(of: $0) }
+      let pids: [pid_t]
+      do { pids = try Sys.processIDs() } catch {
+        return ControlServer.error("cannot list processes (/proc: \(error)): the run's leftover processes are not held")
+      }
+      let chains = pids.compactMap { Self.ancestry(of: $0) }
       let members = DeviceControlRuns.descendants(of: process, among: chains)
       let kept = runs.withLock { runs in
         let member = DeviceControlRuns.Entry(allowsControl: entry.allowsControl, coversItself: true, run: peer)

@@ -40,6 +40,9 @@ struct RunRegistration {
   /// under the run's rule after this process exits. Nothing to say when none are left.
   func end() {
     guard Sys.hasChildren else { return }
-    _ = try? ControlClient.send("run end", to: target)
+    do throws(CLIError) { _ = try ControlClient.send("run end", to: target) } catch {
+      FileHandle.standardError.write(
+        Data("appbox: the program's processes still running may change the device from now on: \(error.message)\n".utf8))
+    }
   }
 }
