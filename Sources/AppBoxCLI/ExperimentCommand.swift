@@ -195,7 +195,8 @@ enum ExperimentCommand {
   static func capacities(_ text: String) throws(CLIError) -> [Int64] {
     var result: [Int64] = []
     for item in text.split(separator: ",", omittingEmptySubsequences: false) {
-      let capacity = try PressureCommands.checkedCapacity(String(item).trimmingCharacters(in: .whitespaces))
+      let capacity = try PressureCommands.checkedCapacity(
+        String(item).trimmingCharacters(in: .whitespaces), option: "--capacities \(text):")
       guard !result.contains(capacity) else {
         throw CLIError(.badValue, "--capacities \(text): \(item) is given twice")
       }

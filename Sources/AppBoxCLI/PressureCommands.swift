@@ -60,15 +60,15 @@ enum PressureCommands {
   }
 
   /// A capacity option's value, checked as `--capacity` is at mount.
-  static func checkedCapacity(_ text: String) throws(CLIError) -> Int64 {
+  static func checkedCapacity(_ text: String, option: String = "--capacity") throws(CLIError) -> Int64 {
     let capacity: Int64
     do { capacity = try ByteCount.parse(text).bytes } catch {
-      throw CLIError(.badValue, "--capacity \(text): \(error) (use e.g. 500M or 2G)")
+      throw CLIError(.badValue, "\(option) \(text): \(error) (use e.g. 500M or 2G)")
     }
     guard capacity >= MountRequest.minimumCapacity else {
       throw CLIError(
         .badValue,
-        "--capacity \(text): too small, the minimum is \(ByteCount(MountRequest.minimumCapacity).formatted) (1M)")
+        "\(option) \(text): too small, the minimum is \(ByteCount(MountRequest.minimumCapacity).formatted) (1M)")
     }
     return capacity
   }
