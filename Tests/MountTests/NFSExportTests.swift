@@ -15,7 +15,8 @@ extension Trait where Self == ConditionTrait {
     .enabled(
       if: ["/usr/bin/ganesha.nfsd", "/usr/bin/nfs-cp", "/usr/bin/nfs-cat"].allSatisfy {
         FileManager.default.isExecutableFile(atPath: $0)
-      }, "needs nfs-ganesha, nfs-ganesha-vfs and libnfs-utils")
+      } || ProcessInfo.processInfo.environment["CI"] != nil,  // in CI: fail, never skip
+      "needs nfs-ganesha, nfs-ganesha-vfs and libnfs-utils")
   }
 }
 

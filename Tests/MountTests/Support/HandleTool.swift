@@ -67,7 +67,9 @@ enum HandleTool {
 
   /// Whether this machine lets a test make the kernel drop unused inodes (a container's
   /// /proc/sys is read-only).
-  static let canEvict = access("/proc/sys/vm/drop_caches", W_OK) == 0
+  /// In CI (root on a host) it must be possible: there the tests fail instead of skipping.
+  static let canEvict =
+    access("/proc/sys/vm/drop_caches", W_OK) == 0 || ProcessInfo.processInfo.environment["CI"] != nil
 
   /// Makes the kernel drop every unused dentry and inode (FUSE's send forgets), and waits
   /// until the daemon holds at most `nodes` nodes.
