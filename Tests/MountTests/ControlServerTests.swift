@@ -156,7 +156,15 @@ struct ControlServerTests {
     #expect(reply.contains("busy"), "the 17th connection got: \(reply)")
     idle.forEach { close($0) }
     idle = []
-    #expect(MountFixtureWait.until { (try? fixture.status()) != nil }, "status after the idle clients left")
+    var lastError = "none"
+    let served = MountFixtureWait.until(seconds: 30) {
+      do { _ = try fixture.status() } catch {
+        lastError = "\(error)"
+        return false
+      }
+      return true
+    }
+    #expect(served, "status after the idle clients left; the last attempt: \(lastError)")
     try fixture.unmount()
   }
 }
