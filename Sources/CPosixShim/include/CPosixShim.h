@@ -163,4 +163,18 @@ void cposix_forward_signals_to(pid_t pid);
 /// SIGINT, SIGTERM, SIGHUP, SIGQUIT and SIGPIPE at their default action. Returns 0 or -1.
 int cposix_spawnattr_reset_signals(posix_spawnattr_t *attributes);
 
+
+// fanotify(7) permission events (fanotify.c).
+/// A group for permission events, close-on-exec, with no limit on marks. -1 with errno.
+int cposix_fanotify_group(void);
+/// Adds (`add`) or removes read permission events (FAN_ACCESS_PERM) on the inode at
+/// `path`: to the mark's mask, or to its ignore mask (`ignore`: such events are dropped
+/// in the kernel). 0, or -1 with errno.
+int cposix_fanotify_mark(int group, int add, int ignore, const char *path);
+/// Blocks for events and stores up to `max` of their descriptors in `fds`: the count, or
+/// -1 with errno. Each must be answered (cposix_fanotify_respond) and closed.
+int cposix_fanotify_read(int group, int32_t *fds, int max);
+/// Answers the event of descriptor `fd`: allow, or deny (the access fails with EPERM).
+int cposix_fanotify_respond(int group, int32_t fd, int allow);
+
 #endif

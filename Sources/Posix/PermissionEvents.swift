@@ -1,0 +1,76 @@
+import CPosixShim
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// fanotify(7) read permission events: a group that the kernel asks before each read of
+/// a refused file, and that answers allow or deny (the read fails with EPERM). Needs
+/// CAP_SYS_ADMIN.
+///
+/// Since Linux 6.14 the kernel decides when a file is opened whether its reads may ever
+/// raise permission events: only when a mark asked for them on the inode then. So a file
+/// that may have to be refused later is armed (``arm(_:)``) before it is opened: marked,
+/// with the same event in the mark's ignore mask, so that its reads raise nothing outside
+/// the kernel. ``refuse(_:)`` empties the ignore mask: from then on every read asks.
+public final class PermissionEvents: Sendable {
+  /// The group's descriptor.
+  private let group: Int32
+
+  /// - Throws: EPERM without CAP_SYS_ADMIN; EINVAL or ENOSYS without permission events.
+  public init() throws(Errno) {
+    group = cposix_fanotify_group()
+    guard group >= 0 else { throw Errno.current }
+  }
+
+  deinit { Glibc.close(group) }
+
+  /// Arms the inode that descriptor `fd` refers to (any descriptor, `O_PATH` too): files
+  /// opened on it from now on can be refused.
+  public func arm(_ fd: Int32) throws(Errno) {
+    try change(fd, add: true, ignore: false)
+    do { try change(fd, add: true, ignore: true) } catch {
+      try? change(fd, add: false, ignore: false)
+      throw error
+    }
+  }
+
+  /// From now on, every read of the armed inode asks ``answer(_:)``.
+  public func refuse(_ fd: Int32) throws(Errno) { try change(fd, add: false, ignore: true) }
+
+  /// Undoes ``refuse(_:)``.
+  public func allow(_ fd: Int32) throws(Errno) { try change(fd, add: true, ignore: true) }
+
+  /// Takes the inode's mark off.
+  public func disarm(_ fd: Int32) {
+    try? change(fd, add: false, ignore: true)
+    try? change(fd, add: false, ignore: false)
+  }
+
+  private func change(_ fd: Int32, add: Bool, ignore: Bool) throws(Errno) {
+    var path = ProcPath(fd)
+    try path.withCString { (p) throws(Errno) in
+      try Sys.check(cposix_fanotify_mark(group, add ? 1 : 0, ignore ? 1 : 0, p))
+    }
+  }
+
+  /// Answers events until the process ends: `deny` decides, from the accessed file's
+  /// device and inode numbers, whether the read fails (EPERM). A failed read of the group
+  /// ends the loop.
+  public func answer(_ deny: (_ device: UInt64, _ inode: UInt64) -> Bool) {
+    var fds = [Int32](repeating: -1, count: 64)
+    while true {
+      let count = fds.withUnsafeMutableBufferPointer { cposix_fanotify_read(group, $0.baseAddress, Int32($0.count)) }
+      if count < 0 {
+        if errno == EINTR { continue }
+        return
+      }
+      for fd in fds[..<Int(count)] {
+        var st = stat()
+        let refused = fstat(fd, &st) == 0 && deny(UInt64(st.st_dev), UInt64(st.st_ino))
+        _ = cposix_fanotify_respond(group, fd, refused ? 0 : 1)
+        Glibc.close(fd)
+      }
+    }
+  }
+}
