@@ -16,12 +16,14 @@ import SandboxPolicy
 // Passthrough: a read-only open of a file whose class can never refuse handle I/O from
 // now on (B, C after the first unlock, D) is served by the kernel straight from the
 // backing file, when the kernel and the daemon's privileges allow it. Reads then cost no
-// round trip and need no check. The kernel requires every handle opened on the file while
-// one is open that way to be passthrough too: a writer that opens it meanwhile gets a
-// passthrough handle marked FOPEN_DIRECT_IO, which the kernel honours first: its reads
-// and writes still come to the daemon, which clears set-ID bits (under
-// FUSE_HANDLE_KILLPRIV_V2 the kernel leaves that to the daemon, even for writes it passes
-// through itself) and charges the quota write by write.
+// round trip and need no check. Should the file's class change to one that closes (A or
+// CX) while it is open, ``PassthroughRevocation`` refuses them once that class closes.
+// The kernel requires every handle opened on the file while one is open that way to be
+// passthrough too: a writer that opens it meanwhile gets a passthrough handle marked
+// FOPEN_DIRECT_IO, which the kernel honours first: its reads and writes still come to the
+// daemon, which clears set-ID bits (under FUSE_HANDLE_KILLPRIV_V2 the kernel leaves that
+// to the daemon, even for writes it passes through itself) and charges the quota write by
+// write.
 
 /// How the kernel does I/O on an open handle.
 enum HandleKind: UInt64 {
@@ -93,13 +95,21 @@ extension SandboxFilesystem {
   }
 
   /// Registers `inode`'s backing file for passthrough, read-write when the daemon can open
-  /// it so (a writer may join later), else through the read-only handle `fd`.
+  /// it so (a writer may join later), else through the read-only handle `fd`; armed
+  /// first, so that its reads can be refused should its class close. Nil when either
+  /// cannot be done.
   private func registerBacking(_ inode: Inode, fd: Int32) -> BackingID? {
-    guard let writable = try? Sys.reopen(inode.fd, flags: O_RDWR | O_CLOEXEC | accessTimeFlag) else {
-      return passthrough.register(fd)
-    }
-    defer { Sys.close(writable) }
-    return passthrough.register(writable)
+    guard revocation.arm(inode) else { return nil }
+    let writable = try? Sys.reopen(inode.fd, flags: O_RDWR | O_CLOEXEC | accessTimeFlag)
+    defer { writable.map(Sys.close) }
+    return passthrough.register(writable ?? fd)
+  }
+
+  /// Refuses the reads that the kernel serves itself (passthrough) of `inode` when its
+  /// class is `closed` and such handles are open, or allows them again.
+  func guardPassthroughReads(of inode: Inode, closed: Bool) {
+    if closed, inode.ioMode.withLock({ $0.backing == nil }) { return }
+    revocation.update(inode, closed: closed)
   }
 
   /// Takes a released handle out of the inode's ``IOMode``; the last passthrough handle
@@ -119,6 +129,7 @@ extension SandboxFilesystem {
     }
     if let unregister {
       passthrough.unregister(unregister)
+      revocation.update(inode, closed: false)
       passthroughFiles.subtract(1, ordering: .relaxed)
     }
   }

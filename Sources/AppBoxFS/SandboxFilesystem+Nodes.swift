@@ -35,6 +35,7 @@ extension SandboxFilesystem {
     let retaining = retainedRecord(node, dropping: count)
     if let dropped = inodes.forget(node, count: count, retaining: retaining), dropped.isRegularFile {
       account(dropped, fd: dropped.fd)
+      revocation.disarm(dropped)
     }
   }
 

@@ -106,7 +106,8 @@ extension SandboxFilesystem {
 
   /// Makes a change of the lock state take effect, one change at a time: requests are
   /// judged by the new state at once; for classes that just became inaccessible, what the
-  /// kernel caches of their files (pages, mmaps) is dropped; only then is the change shown
+  /// kernel caches of their files (pages, mmaps) is dropped and the reads it serves itself
+  /// (passthrough) are refused (``PassthroughRevocation``); only then is the change shown
   /// (status, the device-state attribute) and recorded as an event. Runs on a control or
   /// maintenance thread, never on a request thread (which never takes `stateChanges`).
   @discardableResult
@@ -119,9 +120,13 @@ extension SandboxFilesystem {
       if !closed.isEmpty, let notifier = notifier.withLock({ $0 }) {
         for inode in inodes.snapshot() where inode.isRegularFile {
           if let known = inode.cachedProtection, closed.contains(known) {
+            guardPassthroughReads(of: inode, closed: true)
             notifier.invalidateInode(inodes.node(inode))
           }
         }
+      }
+      for inode in revocation.refusedInodes where AccessRule.decide(protectionClass(of: inode), .handleIO, in: new) {
+        guardPassthroughReads(of: inode, closed: false)
       }
       protection.show(new)
       if let change {

@@ -10,6 +10,7 @@ extension SandboxFilesystem {
     let snapshot = protection.shown
     let refusals = protection.counters.withLock { $0.jsonObject }
     let busyPoll = driver.busyPoll
+    let guarded = revocation.counts
     let purgeCost = purgeCost.jsonObject
     return storage.books.withLock { books in
       let ledger = books.ledger
@@ -45,8 +46,10 @@ extension SandboxFilesystem {
         ("nodes", String(inodes.count)),
         ("retainedHandles", String(inodes.retainedCount)),
         ("descriptorLimit", String(ResourceLimits.openFiles)),
-        ("passthrough", passthrough.isAvailable ? "true" : "false"),
+        ("passthrough", passthrough.isAvailable && revocation.isAvailable ? "true" : "false"),
         ("passthroughFiles", String(passthroughFiles.load(ordering: .relaxed))),
+        ("passthroughArmed", String(guarded.armed)),
+        ("passthroughRefused", String(guarded.refused)),
         (
           "busyPoll",
           "{\"microseconds\":\(busyPoll.microseconds),\"polled\":\(busyPoll.polled),\"waited\":\(busyPoll.waited)}"

@@ -130,7 +130,6 @@ extension SandboxFilesystem {
       guard inode.isRegularFile || inode.isDirectory else { throw .notPermitted }
       guard let requested = ProtectionClass(parsing: value) else { throw .invalidArgument }
       try checkCanChangeClass(of: inode, to: requested)
-      try checkNoPassthrough(inode, becoming: requested)
       try Xattr.set(inode.fd, name: attribute.name, value: Array(requested.name.utf8), flags: flags)
       reclassified(inode, to: requested)
     case .purgeUrgency:
@@ -159,13 +158,6 @@ extension SandboxFilesystem {
     throw .notPermitted
   }
 
-  /// The kernel serves passthrough handles without asking: a file open that way keeps a
-  /// class that can never refuse their I/O until they are closed (EBUSY).
-  private func checkNoPassthrough(_ inode: Inode, becoming newClass: ProtectionClass) throws(Errno) {
-    guard !AccessRule.handleIOStaysAllowed(newClass, in: protection.snapshot) else { return }
-    if inode.ioMode.withLock({ $0.passthroughHandles > 0 }) { throw .busy }
-  }
-
   /// Records a new class, accessible when it was checked; if a lock closed it since (the
   /// lock's sweep may have missed the file), drops what the kernel caches of it. Invalidating an
   /// inode takes no lock the kernel holds for this setxattr (unlike entry invalidation),
@@ -173,6 +165,7 @@ extension SandboxFilesystem {
   private func reclassified(_ inode: Inode, to protectionClass: ProtectionClass) {
     inode.cachedProtection = protectionClass
     guard inode.isRegularFile, !AccessRule.decide(protectionClass, .handleIO, in: protection.snapshot) else { return }
+    guardPassthroughReads(of: inode, closed: true)
     notifier.withLock { $0 }?.invalidateInode(inodes.node(inode))
   }
 
@@ -181,7 +174,6 @@ extension SandboxFilesystem {
     case .protection:
       let fallback = storedProtection(of: inode, names: [AppBoxAttribute.inheritedProtectionName])
       try checkCanChangeClass(of: inode, to: fallback ?? options.defaultProtection)
-      try checkNoPassthrough(inode, becoming: fallback ?? options.defaultProtection)
       try Xattr.remove(inode.fd, name: attribute.name)
       reclassified(inode, to: fallback ?? options.defaultProtection)
     case .purgeUrgency:

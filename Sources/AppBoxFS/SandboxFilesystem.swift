@@ -50,6 +50,8 @@ public final class SandboxFilesystem: Filesystem {
   let passthrough: any PassthroughFiles
   /// Files open in passthrough mode now.
   let passthroughFiles = Atomic<Int>(0)
+  /// Refuses passthrough reads of files whose class has closed.
+  let revocation = PassthroughRevocation()
   /// Recently purged names and what purges cost the app.
   let purgeCost = PurgeCost()
   /// The last usage sample logged (lock order: a leaf lock, taken after the quota lock is

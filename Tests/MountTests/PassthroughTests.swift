@@ -119,23 +119,81 @@ struct PassthroughTests {
     try fixture.unmount()
   }
 
-  @Test("a file open by passthrough cannot become class A or CX (EBUSY) until it is closed")
-  func reclassifyWhileOpen() throws {
-    let fixture = try MountFixture.unlocked()
+  @Test(
+    "a file open by passthrough becomes class A or CX as on a device; once its class closes, reads through that handle are refused (EPERM), and work again after the unlock",
+    arguments: [TestClass.A, TestClass.CX])
+  func reclassifyWhileOpen(_ newClass: TestClass) throws {
+    let fixture = try MountFixture(arguments: ["--unlocked", "--grace", "0", "--cx-timeout", "0"])
+    let path = fixture.path("Documents/doc")
+    let content = pattern(1 << 20, seed: 5)
+    try writeFile(path, content)
+    #expect(Quota.waitForReleases(fixture))
+    let fd = try openFile(path, O_RDONLY)
+    #expect(try Self.passthroughFiles(fixture) == (Self.expected ? 1 : 0))
+    #expect(Sys2.setxattr(path, ProtectionAttribute.protection, newClass.name) == 0, "the class change is accepted")
+    #expect(Sys2.protection(path) == newClass.name)
+    #expect(try readAt(fd, count: 4096, offset: 0) == Array(content[..<4096]))
+    #expect(Quota.number(try Quota.status(fixture.mountpoint), "passthroughRefused") == 0)
+
+    try fixture.control("lock")
+    try fixture.waitForState("LOCKED")
+    if newClass == .CX { try fixture.waitForCXExpiry() }
+    #expect(Sys2.pread(fd, count: 4096, offset: 8192).0 == .eperm, "a read through the open handle")
+    var offset: off_t = 0
+    let sink = try openFile("/dev/null", O_WRONLY)
+    defer { close(sink) }
+    #expect(sendfile(sink, fd, &offset, 4096) == -1 && errno == EPERM, "sendfile from the open handle")
+    #expect(try Self.passthroughFiles(fixture) == (Self.expected ? 1 : 0), "still the same handle")
+    #expect(Quota.number(try Quota.status(fixture.mountpoint), "passthroughRefused") == (Self.expected ? 1 : 0))
+
+    try fixture.control("unlock")
+    try fixture.waitForState("UNLOCKED")
+    #expect(try readAt(fd, count: 4096, offset: 8192) == Array(content[8192..<12288]), "readable again")
+    close(fd)
+    try fixture.unmount()
+  }
+
+  @Test(
+    "a passthrough handle closed while its reads are refused leaves nothing refused: after the unlock the file reads")
+  func closedWhileRefused() throws {
+    let fixture = try MountFixture(arguments: ["--unlocked", "--grace", "0"])
     let path = fixture.path("Documents/doc")
     try writeFile(path, bytes("doc"))
     #expect(Quota.waitForReleases(fixture))
     let fd = try openFile(path, O_RDONLY)
-    if Self.expected {
-      #expect(Sys2.setxattr(path, ProtectionAttribute.protection, TestClass.A.name) == EBUSY)
-      #expect(Sys2.setxattr(path, ProtectionAttribute.protection, TestClass.CX.name) == EBUSY)
-      #expect(Sys2.protection(path) == TestClass.C.name)
-    }
-    #expect(Sys2.setxattr(path, ProtectionAttribute.protection, TestClass.D.name) == 0)
+    #expect(Sys2.setxattr(path, ProtectionAttribute.protection, TestClass.A.name) == 0)
+    try fixture.control("lock")
+    try fixture.waitForState("LOCKED")
+    #expect(Sys2.pread(fd, count: 3).0 == .eperm)
     close(fd)
     #expect(Quota.waitForReleases(fixture))
-    #expect(Sys2.setxattr(path, ProtectionAttribute.protection, TestClass.A.name) == 0)
-    #expect(Sys2.protection(path) == TestClass.A.name)
+    #expect(Quota.number(try Quota.status(fixture.mountpoint), "passthroughRefused") == 0)
+    try fixture.control("unlock")
+    try fixture.waitForState("UNLOCKED")
+    #expect(try readFile(path) == bytes("doc"), "through the mount")
+    #expect(try readFile(fixture.backing + "/Documents/doc") == bytes("doc"), "in the backing directory")
+    try fixture.unmount()
+  }
+
+  @Test(
+    "a file stays armed for revocation after its passthrough handles close (a new open costs nothing), until the kernel forgets it",
+    .enabled(if: HandleTool.canEvict, "needs a writable /proc/sys/vm/drop_caches"))
+  func armedUntilForgotten() throws {
+    let fixture = try MountFixture.unlocked()
+    let path = fixture.path("Documents/doc")
+    try writeFile(path, bytes("doc"))
+    #expect(Quota.waitForReleases(fixture))
+    func armed() throws -> Int64 { Quota.number(try Quota.status(fixture.mountpoint), "passthroughArmed") }
+    #expect(try armed() == 0)
+    for _ in 0..<3 {
+      let fd = try openFile(path, O_RDONLY)
+      #expect(try readToEnd(fd) == bytes("doc"))
+      close(fd)
+    }
+    #expect(Quota.waitForReleases(fixture))
+    #expect(try armed() == (Self.expected ? 1 : 0), "armed once, and still after the last close")
+    #expect(HandleTool.evict(fixture), "the kernel never forgot the nodes")
+    #expect(try armed() == 0, "disarmed with its inode")
     try fixture.unmount()
   }
 
