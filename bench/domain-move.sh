@@ -33,30 +33,18 @@ done
 [ "$(id -u)" = 0 ] || { echo "domain-move: run as root (mkfs, losetup, mount)" >&2; exit 77; }
 [ -x "$binary" ] || swift build -c release --product appbox >/dev/null
 
-base=$(mktemp -d "$dir/appbox-domain-move.XXXXXX")
+. bench/fresh-ext4.sh
+scratch "$dir" appbox-domain-move
+base=$SCRATCH
 fs=$base/fs
-loop=""
-mnt=""
-cleanup() {
-  [ -n "$mnt" ] && { "$binary" unmount "$mnt" 2>/dev/null || fusermount3 -uz "$mnt" 2>/dev/null || true; }
-  umount "$fs" 2>/dev/null || true
-  [ -n "$loop" ] && losetup -d "$loop" 2>/dev/null || true
-  rm -rf "$base"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-
-mkdir -p "$fs"
 if ((tmpfs)); then
+  mkdir -p "$fs"
   mount -t tmpfs -o size=2G tmpfs "$fs"
+  FRESH_DIR=$fs
   kind=tmpfs
 else
-  truncate -s 2G "$base/fs.img"
-  mkfs.ext4 -q -F -E lazy_itable_init=0,lazy_journal_init=0 "$base/fs.img"
-  loop=$(losetup --find --show --direct-io=on "$base/fs.img")
-  mount "$loop" "$fs"
-  kind="ext4 on $loop"
+  fresh_ext4 2G "$fs"
+  kind="ext4 on $FRESH_LOOP"
 fi
 
 # The same tree twice on the one filesystem: natively, and in the sandbox's backing tree
@@ -77,6 +65,7 @@ for root in sys.argv[1:3]:
 PY
 mkdir -p "$fs/native/Documents" "$base/mnt"
 mnt=$base/mnt
+SCRATCH_MOUNTS+=("$mnt")
 "$binary" mount --backing "$fs/backing" --unlocked --capacity 1G "$mnt"
 
 python3 - "$fs/native" "$mnt" "$runs" "$files" "$kind" <<'PY'
