@@ -55,14 +55,14 @@ public final class PermissionEvents: Sendable {
   }
 
   /// Answers events until the process ends: `deny` decides, from the accessed file's
-  /// device and inode numbers, whether the read fails (EPERM). A failed read of the group
-  /// ends the loop.
+  /// device and inode numbers, whether the read fails (EPERM). Only a broken group (a
+  /// read that fails but for EINTR, EAGAIN or ENOMEM) ends the loop.
   public func answer(_ deny: (_ device: UInt64, _ inode: UInt64) -> Bool) {
     var fds = [Int32](repeating: -1, count: 64)
     while true {
       let count = fds.withUnsafeMutableBufferPointer { cposix_fanotify_read(group, $0.baseAddress, Int32($0.count)) }
       if count < 0 {
-        if errno == EINTR { continue }
+        if errno == EINTR || errno == EAGAIN || errno == ENOMEM { continue }
         return
       }
       for fd in fds[..<Int(count)] {
