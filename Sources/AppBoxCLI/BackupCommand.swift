@@ -2,7 +2,6 @@ import Foundation
 import Posix
 import SandboxPolicy
 
-
 /// `appbox backup MOUNT --to DIR [--bundle-id ID] [--json]` and `appbox backup --dry-run MOUNT`.
 enum BackupCommand {
   static let usage = """

@@ -105,7 +105,8 @@ final class BackupWriter {
     }
     let parent = (destination as NSString).deletingLastPathComponent
     let staging =
-      (parent.isEmpty ? "." : parent) + "/.\((destination as NSString).lastPathComponent).appbox-backup-\(Sys.processID)"
+      (parent.isEmpty ? "." : parent)
+      + "/.\((destination as NSString).lastPathComponent).appbox-backup-\(Sys.processID)"
     do throws(Errno) {
       try Sys.mkdirat(AT_FDCWD, staging, 0o755)
       outFD = try Sys.openat(AT_FDCWD, staging, O_RDONLY | O_DIRECTORY | O_CLOEXEC)

@@ -94,7 +94,9 @@ struct Daemon {
   /// in the foreground, to this process's terminal.
   private func indexProgress() -> IndexProgressLines {
     if let fd = request.readyFD {
-      return IndexProgressLines { line, isFinal in ReadinessPipe.post((isFinal ? "done " : "progress ") + line, to: fd) }
+      return IndexProgressLines { line, isFinal in
+        ReadinessPipe.post((isFinal ? "done " : "progress ") + line, to: fd)
+      }
     }
     let terminal = TerminalProgress()
     return IndexProgressLines { line, isFinal in isFinal ? terminal.finish(line) : terminal.update(line) }

@@ -2,7 +2,6 @@ import Foundation
 import Posix
 import SandboxPolicy
 
-
 /// `appbox restore BACKUP --backing DIR [--bundle-id ID]`.
 enum RestoreCommand {
   static let usage = """

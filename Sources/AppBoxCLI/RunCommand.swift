@@ -268,7 +268,9 @@ struct SandboxMount {
 
   /// The mountpoint of an AppBox mount of `backing` that we can control, if any.
   static func mount(serving backing: String) throws(CLIError) -> String? {
-    try MountTable.mounts().filter { $0.type == "fuse.appbox" }.map(\.mountpoint).first { Self.backing(of: $0) == backing }
+    try MountTable.mounts().filter { $0.type == "fuse.appbox" }.map(\.mountpoint).first {
+      Self.backing(of: $0) == backing
+    }
   }
 }
 

@@ -42,7 +42,8 @@ struct RunRegistration {
     guard Sys.hasChildren else { return }
     do throws(CLIError) { _ = try ControlClient.send("run end", to: target) } catch {
       FileHandle.standardError.write(
-        Data("appbox: the program's processes still running may change the device from now on: \(error.message)\n".utf8))
+        Data("appbox: the program's processes still running may change the device from now on: \(error.message)\n".utf8)
+      )
     }
   }
 }

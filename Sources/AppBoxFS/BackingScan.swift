@@ -30,9 +30,9 @@ struct BackingScan {
   static let progressInterval = 4096
 
   /// Walks the tree under `rootFD`, telling `progress` how far it got.
-  static func run(rootFD: Int32, capacity: Int64, progress: (@Sendable (IndexProgress) -> Void)? = nil) throws(Errno) -> (
-    QuotaLedger, PurgeCatalog
-  ) {
+  static func run(
+    rootFD: Int32, capacity: Int64, progress: (@Sendable (IndexProgress) -> Void)? = nil
+  ) throws(Errno) -> (QuotaLedger, PurgeCatalog) {
     var scan = BackingScan(ledger: QuotaLedger(capacity: capacity), progress: progress)
     scan.catalog.beginBulkLoad()
     try scan.walk(rootFD: rootFD)

@@ -36,7 +36,9 @@ enum SubtreeWalk {
       }
       if isDotOrDotDot(item.name) { continue }
       let st: stat
-      do throws(Errno) { st = try Sys.fstatat(stream.fd, item.name, AT_SYMLINK_NOFOLLOW) } catch  where error == .noEntry {
+      do throws(Errno) {
+        st = try Sys.fstatat(stream.fd, item.name, AT_SYMLINK_NOFOLLOW)
+      } catch  where error == .noEntry {
         continue
       }
       let entry = Entry(directoryFD: stream.fd, directoryInode: inode, name: item.name, st: st)

@@ -17,8 +17,7 @@ public enum ThreadUmask {
   /// any program; or, where the thread cannot have a umask of its own, `mode` with `mask`
   /// taken off (never a mode more open than the caller asked for).
   @inlinable
-  public static func with<R, E: Error>(_ mask: mode_t, mode: mode_t, _ body: (mode_t) throws(E) -> R) throws(E) -> R
-  {
+  public static func with<R, E: Error>(_ mask: mode_t, mode: mode_t, _ body: (mode_t) throws(E) -> R) throws(E) -> R {
     let mask = mask & 0o777
     guard cposix_set_thread_umask(mask) == 0 else { return try body(mode & ~mask) }
     return try body(mode)

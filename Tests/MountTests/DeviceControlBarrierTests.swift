@@ -16,7 +16,9 @@ struct DeviceControlBarrierTests {
   static func run(_ fixture: MountFixture, _ options: [String] = [], script: String) throws -> CommandResult {
     try Command.run(
       Command.appbox,
-      ["run"] + options + [fixture.mountpoint, "--", "/bin/sh", "-c", "APPBOX='\(Command.appbox)'; M='\(fixture.mountpoint)'; " + script])
+      ["run"] + options + [
+        fixture.mountpoint, "--", "/bin/sh", "-c", "APPBOX='\(Command.appbox)'; M='\(fixture.mountpoint)'; " + script,
+      ])
   }
 
   /// The mount's capacity, from its status.
@@ -32,13 +34,13 @@ struct DeviceControlBarrierTests {
     let result = try Self.run(
       fixture,
       script: #"""
-      "$APPBOX" lock "$M"; echo "lock=$?"
-      "$APPBOX" unlock "$M"; echo "unlock=$?"
-      "$APPBOX" purge "$M" --domain caches --all; echo "purge=$?"
-      "$APPBOX" resize "$M" --capacity 1G; echo "resize=$?"
-      "$APPBOX" status "$M" >/dev/null; echo "status=$?"
-      "$APPBOX" events "$M" >/dev/null; echo "events=$?"
-      """#)
+        "$APPBOX" lock "$M"; echo "lock=$?"
+        "$APPBOX" unlock "$M"; echo "unlock=$?"
+        "$APPBOX" purge "$M" --domain caches --all; echo "purge=$?"
+        "$APPBOX" resize "$M" --capacity 1G; echo "resize=$?"
+        "$APPBOX" status "$M" >/dev/null; echo "status=$?"
+        "$APPBOX" events "$M" >/dev/null; echo "events=$?"
+        """#)
     #expect(result.status == 0)
     #expect(
       RunCommandTests.lines(result.output) == [
@@ -60,9 +62,9 @@ struct DeviceControlBarrierTests {
     let during = try Self.run(
       fixture,
       script: #"""
-      ( ( "$APPBOX" lock "$M"; echo $? > "$M/Documents/during" ) & )
-      while [ ! -s "$M/Documents/during" ]; do sleep 0.02; done
-      """#)
+        ( ( "$APPBOX" lock "$M"; echo $? > "$M/Documents/during" ) & )
+        while [ ! -s "$M/Documents/during" ]; do sleep 0.02; done
+        """#)
     #expect(during.status == 0, "\(during.error)")
     #expect(try readFile(fixture.path("Documents/during")) == bytes("77\n"))
     // This orphan waits until the run is over, then locks. (Started without Foundation's
@@ -88,7 +90,8 @@ struct DeviceControlBarrierTests {
   func allowedWithFlagAndOutside() throws {
     let fixture = try MountFixture.unlocked(["--grace", "0"])
     let allowed = try Self.run(
-      fixture, ["--allow-device-control"], script: #""$APPBOX" lock "$M"; echo "lock=$?"; "$APPBOX" unlock "$M"; echo "unlock=$?""#)
+      fixture, ["--allow-device-control"],
+      script: #""$APPBOX" lock "$M"; echo "lock=$?"; "$APPBOX" unlock "$M"; echo "unlock=$?""#)
     #expect(RunCommandTests.lines(allowed.output) == ["lock": "0", "unlock": "0"], "\(allowed.error)")
     #expect(try Experiment.events(fixture.mountpoint, type: "state", atLeast: 2).count == 2)
 
@@ -100,7 +103,8 @@ struct DeviceControlBarrierTests {
       "touch \"$HOME/Documents/running\"; while [ -e \"$HOME/Documents/running\" ]; do sleep 0.02; done",
     ]
     try process.run()
-    #expect(fixture.waitUntil(seconds: 30) { FileManager.default.fileExists(atPath: fixture.path("Documents/running")) })
+    #expect(
+      fixture.waitUntil(seconds: 30) { FileManager.default.fileExists(atPath: fixture.path("Documents/running")) })
     try fixture.control("lock")
     #expect(fixture.deviceState == "LOCKED")
     try fixture.control("unlock")
@@ -136,7 +140,9 @@ struct DeviceControlBarrierTests {
     }
     #expect(
       fixture.waitUntil(seconds: 30) {
-        ["refused", "allowed"].allSatisfy { FileManager.default.fileExists(atPath: fixture.path("Documents/ready-\($0)")) }
+        ["refused", "allowed"].allSatisfy {
+          FileManager.default.fileExists(atPath: fixture.path("Documents/ready-\($0)"))
+        }
       })
     try writeFile(fixture.path("Documents/go"), [])
     for process in runs.values { try RunCommandTests.waitForExit(process) }

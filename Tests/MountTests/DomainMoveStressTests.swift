@@ -9,7 +9,9 @@ import Testing
 /// that chose a file before its directory moved to Documents must never unlink it there.
 @Suite("Directories moving between domains under purges", .needsFUSE, .timeLimit(.minutes(5)))
 struct DomainMoveStressTests {
-  @Test("renames of directories in and out of Caches and tmp while fillers force purges: no Documents file lost, books exact")
+  @Test(
+    "renames of directories in and out of Caches and tmp while fillers force purges: no Documents file lost, books exact"
+  )
   func movesUnderPurges() throws {
     let capacity: Int64 = 8 << 20
     let fixture = try MountFixture.unlocked(["--capacity", "8M"])

@@ -22,7 +22,8 @@ struct DomainMoveTests {
     #expect(mkdir(fixture.path(path + "/sub"), 0o755) == 0)
     var contents: [String: [UInt8]] = [:]
     for (index, name) in ["a", "b", "sub/c"].enumerated() {
-      contents[name] = try Quota.writeFile(fixture.path(path + "/" + name), count: 30_000 * (index + 1), seed: UInt64(index))
+      contents[name] = try Quota.writeFile(
+        fixture.path(path + "/" + name), count: 30_000 * (index + 1), seed: UInt64(index))
     }
     #expect(symlink("a", fixture.path(path + "/link")) == 0)
     return contents
@@ -76,7 +77,8 @@ struct DomainMoveTests {
     try fixture.unmount()
   }
 
-  @Test("a file held open moves with its directory: writes after the move count in the new domain, and no purge takes it")
+  @Test(
+    "a file held open moves with its directory: writes after the move count in the new domain, and no purge takes it")
   func openFileMoves() throws {
     let fixture = try Self.mount()
     #expect(mkdir(fixture.path("Documents/d"), 0o755) == 0)

@@ -198,7 +198,8 @@ extension ExampleProgramTests {
       ])
     #expect(forged.status == 77)
     let message = RunCommandTests.lines(forged.output)["control"] ?? ""
-    #expect(message.hasPrefix("refused: appbox exited 77: ") && message.contains("--allow-device-control"), "\(message)")
+    #expect(
+      message.hasPrefix("refused: appbox exited 77: ") && message.contains("--allow-device-control"), "\(message)")
     #expect(fixture.deviceState == "UNLOCKED")
     try fixture.unmount()
   }

@@ -89,7 +89,7 @@ struct FileHandleTests {
     #expect(HandleTool.evict(fixture))
     #expect(try HandleTool.open(onMount.directory, on: fixture.mountpoint, "list") == "g,h")
     let words = onMount.file  // the node id: two 32-bit words, high first, in memory order
-.split(separator: ":")[1].prefix(16)
+      .split(separator: ":")[1].prefix(16)
     let high = UInt32(words.prefix(8), radix: 16)!.byteSwapped
     let low = UInt32(words.suffix(8), radix: 16)!.byteSwapped
     #expect(UInt64(high) << 32 | UInt64(low) == (try Self.nodeID(of: fixture.path("Documents/f"))))
@@ -142,4 +142,3 @@ struct FileHandleTests {
     try fixture.unmount()
   }
 }
-

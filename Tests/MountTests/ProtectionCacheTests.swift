@@ -157,7 +157,8 @@ struct ProtectionCacheTests {
     #expect(Sys2.pread(fd, count: 10_000).1 == Self.secret, "readable during GRACE")
     try fixture.waitForState("LOCKED")
     // LOCKED shows only once the cached pages are gone.
-    #expect(Sys2.pread(fd, count: 10_000).0 == .eperm, "the old descriptor still reads class-A content after grace ended")
+    #expect(
+      Sys2.pread(fd, count: 10_000).0 == .eperm, "the old descriptor still reads class-A content after grace ended")
     close(fd)
     try fixture.unmount()
   }

@@ -350,7 +350,8 @@ struct ReportTests {
       }
       let name = cells[0] + cells[1]
       let totals = EventTotals(
-        EventTotals.events(try String(contentsOfFile: "\(eventsDirectory)/\(name)-\(cells[2])-1.jsonl", encoding: .utf8)))
+        EventTotals.events(
+          try String(contentsOfFile: "\(eventsDirectory)/\(name)-\(cells[2])-1.jsonl", encoding: .utf8)))
       #expect(cells[6] == "\(totals.purgeCost)", "\(line)")
       #expect(cells[4] + " " + cells[5] == ByteCount(totals.bytesPurged).formatted, "\(line)")
     }

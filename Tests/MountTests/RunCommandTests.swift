@@ -131,7 +131,8 @@ struct RunCommandTests {
     try fixture.unmount()
   }
 
-  @Test("a reused mount whose daemon is not reachable from here (a sidecar's) runs the program, which cannot lock either")
+  @Test(
+    "a reused mount whose daemon is not reachable from here (a sidecar's) runs the program, which cannot lock either")
   func reusesMountWithoutControlChannel() throws {
     let fixture = try MountFixture.unlocked()
     // Another runtime directory: as from another container, no socket of the mount is found.
@@ -229,7 +230,10 @@ extension RunCommandTests {
     defer { umount(directories.mountpoint) }
     let result = try Command.run(
       Command.appbox,
-      ["run", directories.mountpoint, "--backing", directories.backing, "--", "/bin/sh", "-c", "echo x > \"$HOME/Documents/x\""])
+      [
+        "run", directories.mountpoint, "--backing", directories.backing, "--", "/bin/sh", "-c",
+        "echo x > \"$HOME/Documents/x\"",
+      ])
     #expect(result.status == 0, "\(result.error)")
     #expect(try readFile(directories.backing + "/Documents/x") == bytes("x\n"))
     let here = MountFixture.mountTable().split(separator: "\n").filter { $0.contains(" \(directories.mountpoint) ") }

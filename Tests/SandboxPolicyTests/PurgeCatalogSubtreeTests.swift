@@ -34,7 +34,10 @@ struct PurgeCatalogSubtreeTests {
     #expect(batched.victims(inDomain: .caches).map(\.ino) == order)
     #expect(order == [11, 15, 1, 14, 2, 3, 10, 13, 4, 12])
     #expect(batched.purgeableBytes(domain: .caches) == 16)
-    #expect(batched.path(ofFile: 12).map { $0.map { String(decoding: $0, as: UTF8.self) } } == ["Library", "Caches", "d", "f12"])
+    #expect(
+      batched.path(ofFile: 12).map { $0.map { String(decoding: $0, as: UTF8.self) } } == [
+        "Library", "Caches", "d", "f12",
+      ])
   }
 
   @Test("addFiles skips files already tracked and files whose directory is gone; urgency picks the list")
