@@ -22,18 +22,26 @@ extension SandboxFilesystem {
   }
 
   /// Takes `need` bytes from the quota for `domain`, purging tmp and Caches if they are
-  /// not free.
+  /// not free. A purge can free less than its plan counted on (an open took a victim
+  /// back, an unlink failed, another writer took the bytes first): then it plans again,
+  /// without the victims already tried, up to ``purgeRounds`` times.
   /// - Returns: the bytes granted, ≤ need.
   func reserve(_ need: Int64, domain: StorageDomain) -> Reservation {
     guard need > 0 else { return Reservation(bytes: 0, domain: domain, storage: storage) }
-    let (granted, plan) = storage.reserveOrPlan(need, domain: domain)
-    if let granted { return Reservation(bytes: granted, domain: domain, storage: storage) }
-    if let plan {
-      driver.handOff()  // unlinking the victims may take a while
+    var tried = Set<UInt64>()
+    for round in 0..<Self.purgeRounds {
+      let (granted, plan) = storage.reserveOrPlan(need, domain: domain, sparing: tried)
+      if let granted { return Reservation(bytes: granted, domain: domain, storage: storage) }
+      guard let plan, !plan.victims.isEmpty else { break }
+      if round == 0 { driver.handOff() }  // unlinking the victims may take a while
+      tried.formUnion(plan.victims.lazy.map(\.ino))
       carryOut(plan, onRequestThread: true)
     }
     return Reservation(bytes: storage.reserveFree(need, domain: domain), domain: domain, storage: storage)
   }
+
+  /// How many purges one reservation may carry out.
+  static let purgeRounds = 4
 
   /// Reserves exactly `bytes` or fails with ENOSPC (after purging what it could).
   func reserveAll(_ bytes: Int64, domain: StorageDomain) throws(Errno) -> Reservation {

@@ -70,17 +70,20 @@ final class StorageState: Sendable {
   }
 
   /// Takes `need` bytes for a write or create if they are free; else takes purge victims
-  /// (tmp first, then Caches) off the catalog for the caller to carry out.
+  /// (tmp first, then Caches; none of `sparing`) off the catalog for the caller to carry
+  /// out.
   /// - Returns: the bytes granted, or nil with the purge to carry out first (nil, nil:
   ///   nothing to purge).
-  func reserveOrPlan(_ need: Int64, domain: StorageDomain) -> (granted: Int64?, plan: PurgePlan?) {
+  func reserveOrPlan(
+    _ need: Int64, domain: StorageDomain, sparing: Set<UInt64> = []
+  ) -> (granted: Int64?, plan: PurgePlan?) {
     books.withLock { books in
       let shortfall = need - books.ledger.free
       if shortfall <= 0 {
         books.ledger.charge(domain: domain, delta: need)
         return (need, nil)
       }
-      let victims = books.catalog.chooseVictims(toFree: shortfall)
+      let victims = books.catalog.chooseVictims(toFree: shortfall, sparing: sparing)
       return (nil, victims.isEmpty ? nil : Self.take(victims, reason: .pressure, books: &books))
     }
   }

@@ -3,13 +3,16 @@ extension PurgeCatalog {
 
   /// Chooses files to purge to free at least a number of bytes, in purge order: `tmp`
   /// before `caches`; within a domain `high`, `medium`, `low`, `none` urgency; within those
-  /// least recently used first (``policy``: or oldest first, or largest first). Files with an open handle are skipped. Walks the LRU lists
-  /// from their heads and stops as soon as the chosen files add up to `bytes` (it never
-  /// scans files it does not need). Nothing is removed; if every purgeable file together is
-  /// not enough, all of them are returned.
-  /// - Parameter bytes: The number of bytes to free; nothing is chosen for 0 or less.
+  /// least recently used first (``policy``: or oldest first, or largest first). Files with
+  /// an open handle are skipped, and so are those in `sparing`. Walks the LRU lists from
+  /// their heads and stops as soon as the chosen files add up to `bytes` (it never scans
+  /// files it does not need). Nothing is removed; if every purgeable file together is not
+  /// enough, all of them are returned.
+  /// - Parameters:
+  ///   - bytes: The number of bytes to free; nothing is chosen for 0 or less.
+  ///   - sparing: Files not to choose (by inode number): those a purge already tried.
   /// - Returns: The victims, in the order to purge them.
-  public func chooseVictims(toFree bytes: Int64) -> [Victim] {
+  public func chooseVictims(toFree bytes: Int64, sparing: Set<UInt64> = []) -> [Victim] {
     guard bytes > 0 else { return [] }
     var chosen: [Victim] = []
     var freed: Int64 = 0
@@ -17,7 +20,8 @@ extension PurgeCatalog {
       // Every candidate of a domain, largest first: O(n log n) per purge (an experiment's
       // option; LRU and FIFO stop at the bytes needed).
       for domain in StorageDomain.purgeOrder where freed < bytes {
-        for victim in Self.ordered(victims(inDomain: domain), by: policy) where freed < bytes {
+        for victim in Self.ordered(victims(inDomain: domain), by: policy)
+        where freed < bytes && !sparing.contains(victim.ino) {
           chosen.append(victim)
           freed += victim.bytes
         }
@@ -27,6 +31,7 @@ extension PurgeCatalog {
     for domain in StorageDomain.purgeOrder {
       collect(domain: domain, into: &chosen) { file in
         guard freed < bytes else { return .stop }
+        if sparing.contains(file.ino) { return .skip }
         freed += file.bytes
         return .take
       }
@@ -64,6 +69,8 @@ extension PurgeCatalog {
   enum Decision {
     /// Choose it and go on.
     case take
+    /// Leave it and go on.
+    case skip
     /// Skip the rest of this list.
     case nextList
     /// Stop collecting.
@@ -90,6 +97,8 @@ extension PurgeCatalog {
               ino: file.ino, parent: parent(slot: file.parent, domain: file.domain),
               name: name(offset: file.nameOffset, length: file.nameLength), bytes: file.bytes,
               domain: domain, urgency: urgency, lastUse: file.lastUse))
+        case .skip:
+          continue
         case .nextList:
           break walk
         case .stop:

@@ -43,6 +43,19 @@ struct PurgeCatalogTests {
     #expect(catalog.count == 5)  // choosing removes nothing
   }
 
+  @Test(arguments: [PurgePolicy.lru, .largest])
+  func sparedFilesAreNotChosen(policy: PurgePolicy) {
+    let catalog = PurgeCatalog()
+    catalog.policy = policy
+    catalog.addFile(ino: 1, parent: .root(.tmp), name: b("t"), bytes: 300, lastUse: 1)
+    catalog.addFile(ino: 2, parent: .root(.caches), name: b("c1"), bytes: 200, lastUse: 2)
+    catalog.addFile(ino: 3, parent: .root(.caches), name: b("c2"), bytes: 100, lastUse: 3)
+    #expect(catalog.chooseVictims(toFree: 100).map(\.ino) == [1])
+    #expect(catalog.chooseVictims(toFree: 100, sparing: [1]).map(\.ino) == [2])
+    #expect(catalog.chooseVictims(toFree: 250, sparing: [1]).map(\.ino) == [2, 3])
+    #expect(catalog.chooseVictims(toFree: 100, sparing: [1, 2, 3]).isEmpty)
+  }
+
   @Test func touchMovesToMostRecentlyUsed() {
     let catalog = PurgeCatalog()
     for ino in UInt64(1)...4 {
