@@ -121,6 +121,8 @@ enum ControlCommands {
     let target = try ControlClient.target(mountpoint)
     guard let fd = try EventLogFile.open(target) else { return .success }  // nothing recorded yet
     defer { Sys.close(fd) }
+    let appends = follow ? Self.watchAppends(target.files.events) : nil
+    defer { if let appends { Sys.close(appends) } }
     var buffer = [UInt8](repeating: 0, count: 1 << 16)
     while true {
       let count: Int
@@ -132,8 +134,25 @@ enum ControlCommands {
         continue
       }
       guard follow, try MountTable.mount(at: target.mountpoint) != nil else { return .success }
-      Clock.sleep(seconds: 0.1)
+      // Woken by the next append, or after a second to see whether the mount is gone.
+      if let appends {
+        Inotify.wait(appends, seconds: 1)
+        Inotify.drain(appends)
+      } else {
+        Clock.sleep(seconds: 0.1)
+      }
     }
+  }
+
+  /// An inotify descriptor watching the event log at `path` for appends; nil where the
+  /// user has no inotify instance or watch left (`events --follow` then polls).
+  private static func watchAppends(_ path: String) -> Int32? {
+    guard let fd = try? Inotify.open() else { return nil }
+    do throws(Errno) { try Inotify.watchWrites(fd, path: path) } catch {
+      Sys.close(fd)
+      return nil
+    }
+    return fd
   }
 
   /// `appbox protect PATH --class NAME`: sets a file's or directory's class on the mount.

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 
 #if canImport(Glibc)
@@ -142,6 +143,36 @@ struct ControlChannelTests {
     }
     #expect(states == ["UNLOCKED→LOCKED", "LOCKED→UNLOCKED"], "\(states)")
     try fixture.unmount()
+  }
+
+  @Test("events --follow prints each event as it is recorded, and exits 0 once the mount is gone")
+  func eventsFollow() throws {
+    let fixture = try MountFixture.unlocked(["--grace", "0"])
+    let follower = Process()
+    follower.executableURL = URL(fileURLWithPath: Command.appbox)
+    follower.arguments = ["events", "--follow", fixture.mountpoint]
+    let pipe = Pipe()
+    follower.standardOutput = pipe
+    let output = Mutex("")
+    pipe.fileHandleForReading.readabilityHandler = { handle in
+      let data = handle.availableData
+      output.withLock { $0 += String(decoding: data, as: UTF8.self) }
+    }
+    try follower.run()
+    defer {
+      pipe.fileHandleForReading.readabilityHandler = nil
+      if follower.isRunning { kill(follower.processIdentifier, SIGKILL) }
+    }
+    for (command, state) in [("lock", "LOCKED"), ("unlock", "UNLOCKED")] {
+      #expect(try Command.run(Command.appbox, [command, fixture.mountpoint]).status == 0)
+      #expect(
+        fixture.waitUntil { output.withLock { $0.contains(#""to":"\#(state)""#) } },
+        "no \(state) event followed: \(output.withLock { $0 })")
+    }
+    try fixture.unmount()
+    #expect(fixture.waitUntil { !follower.isRunning }, "still following an unmounted sandbox")
+    follower.waitUntilExit()
+    #expect(follower.terminationStatus == 0)
   }
 
   @Test("a refusal in BFU is logged with the state BFU")
