@@ -1,45 +1,50 @@
 #!/usr/bin/env bash
-# appbox backup against tar: a sandbox of --files files in Documents and Application
-# Support (4 KiB on average, 100 a directory), plus a tenth as many in Library/Caches
-# that a backup leaves out, mounted. Times `appbox backup` of the mount and a GNU tar of
-# the same included files from the backing directory into the same filesystem, with a
-# warm page cache for both (a first tar reads everything), and prints files per second,
-# the ratio, and the backup's peak memory. `cp -a` of Documents and Library (one file
-# per file, as a backup makes; Caches included) is printed for reference.
+# appbox backup against tar: a sandbox of FILES files in Documents and Application
+# Support (0–8 KiB, 100 a directory), plus a tenth as many in Library/Caches that a
+# backup leaves out, mounted, on a fresh ext4 image (loop device). Each round times, on
+# that filesystem and with a warm page cache:
+#   tar            GNU tar of the included files from the backing directory to one file
+#   cp -a          Documents and Library copied, one file per file as a backup makes
+#                  (Caches included), for reference
+#   appbox backup  of the mount, with its peak memory (RSS)
+# each followed by sync, and removed before the next. Prints medians (min–max), files per
+# second and the backup/tar ratio. Not a test: figures only. Needs root (mkfs, losetup,
+# mount), /dev/fuse, python3, tar, /usr/bin/time.
 #
-# Usage: bench/backup.sh [--files N] [--dir DIR] [--appbox PATH]
-#   --files N     included files (default 100000)
-#   --dir DIR     where to work, on the disk to measure (default /tmp)
-#   --appbox PATH the AppBox binary (default .build/release/appbox)
-# Needs /dev/fuse, fusermount3, python3, tar, /usr/bin/time.
+#   bench/backup.sh [--files N] [--runs N] [--dir DIR] [--binary PATH]
 set -euo pipefail
-FILES=100000 DIR=/tmp APPBOX=.build/release/appbox
-while (($#)); do
-  case $1 in
-    --files) FILES=${2:?--files needs a number}; shift ;;
-    --dir) DIR=${2:?--dir needs a directory}; shift ;;
-    --appbox) APPBOX=${2:?--appbox needs a path}; shift ;;
-    *) echo "usage: $0 [--files N] [--dir DIR] [--appbox PATH]" >&2; exit 64 ;;
+cd "$(dirname "$0")/.."
+files=100000
+runs=3
+dir=/var/tmp
+binary=.build/release/appbox
+usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 64; }
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --files) files=${2:?--files needs a number}; shift 2 ;;
+    --runs) runs=${2:?--runs needs a number}; shift 2 ;;
+    --dir) dir=${2:?--dir needs a directory}; shift 2 ;;
+    --binary) binary=${2:?--binary needs a path}; shift 2 ;;
+    *) usage ;;
   esac
-  shift
 done
-[[ $FILES =~ ^[1-9][0-9]*$ ]] || { echo "backup: --files is a positive number" >&2; exit 64; }
+[[ $files =~ ^[1-9][0-9]*$ && $runs =~ ^[1-9][0-9]*$ ]] || usage
+[ "$(id -u)" = 0 ] || { echo "backup: run as root (mkfs, losetup, mount)" >&2; exit 77; }
 for tool in fusermount3 python3 tar /usr/bin/time; do
-  command -v "$tool" >/dev/null || { echo "backup: $tool is not installed" >&2; exit 1; }
+  command -v "$tool" >/dev/null || { echo "backup: $tool is not installed" >&2; exit 69; }
 done
-[[ -x $APPBOX ]] || { echo "backup: no AppBox binary at $APPBOX (swift build -c release)" >&2; exit 1; }
-APPBOX=$(realpath "$APPBOX")
+[ -x "$binary" ] || swift build -c release --product appbox >/dev/null
+binary=$(realpath "$binary")
 
-WORK=$(mktemp -d "$DIR/appbox-backup-bench.XXXXXX")
-export XDG_RUNTIME_DIR=$WORK/run
-mkdir -p "$XDG_RUNTIME_DIR" "$WORK/backing" "$WORK/mnt"
-cleanup() {
-  if mountpoint -q "$WORK/mnt" 2>/dev/null; then "$APPBOX" unmount "$WORK/mnt" || fusermount3 -u "$WORK/mnt" || true; fi
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
+. bench/fresh-ext4.sh
+scratch "$dir" appbox-backup-bench
+base=$SCRATCH
+fs=$base/fs
+fresh_ext4 $(( (files / 50 + 2048) ))M "$fs"
+export XDG_RUNTIME_DIR=$base/run
+mkdir -p "$XDG_RUNTIME_DIR" "$fs/backing" "$base/mnt"
 
-python3 - "$WORK/backing" "$FILES" <<'PY'
+python3 - "$fs/backing" "$files" <<'PY'
 import os, random, sys
 root, count = sys.argv[1], int(sys.argv[2])
 rng = random.Random(1)
@@ -56,44 +61,55 @@ fill("Library/Caches", count // 10)
 os.makedirs(os.path.join(root, "Library/Preferences"), exist_ok=True)
 os.makedirs(os.path.join(root, "tmp"), exist_ok=True)
 PY
-"$APPBOX" mount --unlocked --backing "$WORK/backing" "$WORK/mnt"
+"$binary" mount --unlocked --backing "$fs/backing" "$base/mnt"
+SCRATCH_MOUNTS+=("$base/mnt")
 
-included=(Documents Library/Application\ Support Library/Preferences)
-tar -cf "$WORK/warm.tar" -C "$WORK/backing" "${included[@]}" && rm "$WORK/warm.tar"
+included=(Documents "Library/Application Support" Library/Preferences)
+tar -cf "$fs/warm.tar" -C "$fs/backing" "${included[@]}" && rm "$fs/warm.tar"
 sync
 
-seconds() { python3 -c 'import sys; print(float(sys.argv[1]))' "$1"; }
-start=$(date +%s.%N)
-tar -cf "$WORK/backup.tar" -C "$WORK/backing" "${included[@]}"
-sync -f "$WORK"
-tar_s=$(python3 -c "import sys; print(float(sys.argv[2]) - float(sys.argv[1]))" "$start" "$(date +%s.%N)")
-rm "$WORK/backup.tar"
-sync
+# timed NAME COMMAND…: runs COMMAND, then syncs the filesystem; appends "NAME seconds".
+timed() {
+  local name=$1 start end
+  shift
+  start=$(date +%s%N)
+  "$@"
+  sync -f "$fs"
+  end=$(date +%s%N)
+  echo "$name $(( end - start ))" >>"$base/times"
+}
+for ((round = 1; round <= runs; round++)); do
+  timed tar tar -cf "$fs/backup.tar" -C "$fs/backing" "${included[@]}"
+  rm "$fs/backup.tar"; sync
+  mkdir "$fs/copy"
+  timed cp cp -a "$fs/backing/Documents" "$fs/backing/Library" "$fs/copy/"
+  rm -rf "$fs/copy"; sync
+  timed backup /usr/bin/time -f '%M' -a -o "$base/rss" \
+    "$binary" backup "$base/mnt" --to "$fs/ios-backup" --json >"$base/report.json"
+  rm -rf "$fs/ios-backup"; sync
+  echo "round $round of $runs done" >&2
+done
 
-# cp -a makes one file per file, as the backup does (tar appends to one).
-start=$(date +%s.%N)
-mkdir "$WORK/copy"
-cp -a "$WORK/backing/Documents" "$WORK/backing/Library" "$WORK/copy/"
-sync -f "$WORK"
-cp_s=$(python3 -c "import sys; print(float(sys.argv[2]) - float(sys.argv[1]))" "$start" "$(date +%s.%N)")
-rm -rf "$WORK/copy"
-sync
-
-start=$(date +%s.%N)
-/usr/bin/time -f '%M' -o "$WORK/rss" "$APPBOX" backup "$WORK/mnt" --to "$WORK/ios-backup" --json >"$WORK/report.json"
-sync -f "$WORK"
-backup_s=$(python3 -c "import sys; print(float(sys.argv[2]) - float(sys.argv[1]))" "$start" "$(date +%s.%N)")
-
-python3 - "$FILES" "$tar_s" "$backup_s" "$(cat "$WORK/rss")" "$WORK/report.json" "$cp_s" <<'PY'
-import json, sys
-files, tar_s, backup_s, rss_kib = int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4])
+python3 - "$files" "$runs" "$base/times" "$base/rss" "$base/report.json" <<'PY'
+import json, statistics, sys
+files, runs = int(sys.argv[1]), int(sys.argv[2])
+times = {}
+for line in open(sys.argv[3]):
+    name, ns = line.split()
+    times.setdefault(name, []).append(int(ns) / 1e9)
+rss = [int(line) / 1024 for line in open(sys.argv[4]) if line.strip().isdigit()]
 report = json.load(open(sys.argv[5]))
-cp_s = float(sys.argv[6])
 assert report["included"]["files"] == files, report["included"]
-print(f"files backed up:   {files} ({report['included']['bytes'] / 2**20:.0f} MiB; Caches left out: {report['caches']['files']} files)")
-print(f"tar:               {tar_s:7.2f} s  {files / tar_s:9.0f} files/s")
-print(f"cp -a (reference): {cp_s:7.2f} s  {files / cp_s:9.0f} files/s  (Documents and all of Library)")
-print(f"appbox backup:     {backup_s:7.2f} s  {files / backup_s:9.0f} files/s")
-print(f"backup / tar time: {backup_s / tar_s:7.2f}")
-print(f"backup peak RSS:   {rss_kib / 1024:7.1f} MiB")
+def row(label, name, note=""):
+    s = times[name]
+    m = statistics.median(s)
+    print(f"{label:<15}{m:8.2f} s ({min(s):.2f}–{max(s):.2f}) {files / m:9.0f} files/s{note}")
+print(f"{files} files backed up ({report['included']['bytes'] / 2**20:.0f} MiB; "
+      f"Caches left out: {report['caches']['files']} files); {runs} rounds on a fresh ext4 image, medians (min–max)")
+row("tar", "tar")
+row("cp -a", "cp", "  (Documents and all of Library)")
+row("appbox backup", "backup")
+ratios = sorted(b / t for b, t in zip(times["backup"], times["tar"]))
+print(f"backup / tar time: {statistics.median(ratios):.2f} ({ratios[0]:.2f}–{ratios[-1]:.2f})")
+print(f"backup peak RSS:   {statistics.median(rss):.1f} MiB ({min(rss):.1f}–{max(rss):.1f})")
 PY
