@@ -33,7 +33,7 @@ public enum AppBoxDevice {
   @discardableResult
   public static func unlock() throws(ControlError) -> String { try run(["unlock"]) }
 
-  /// Purges tmp and Caches until `bytes` are free (as `appbox purge --bytes`).
+  /// Purges at least `bytes` (tmp first, then Caches; as `appbox purge --bytes`).
   /// - Returns: what `appbox` reported (`purged N files, SIZE`).
   @discardableResult
   public static func purge(bytes: Int64) throws(ControlError) -> String {
