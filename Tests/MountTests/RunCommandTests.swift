@@ -82,15 +82,17 @@ struct RunCommandTests {
     if expected == 127 { #expect(result.error.contains("command not found")) }
   }
 
-  @Test("SIGTERM sent to appbox run reaches the program, whose status is returned; then it unmounts")
-  func sigtermForwarded() throws {
+  @Test(
+    "SIGTERM or SIGINT sent to appbox run reaches the program, whose status is returned; then it unmounts",
+    arguments: [("TERM", SIGTERM), ("INT", SIGINT)])
+  func signalForwarded(name: String, signal: Int32) throws {
     let directories = try SandboxDirectories()
-    let script = #"""
-      trap 'echo term > "$HOME/Documents/got-term"; exit 3' TERM
+    let script = """
+      trap 'echo \(name) > "$HOME/Documents/got-signal"; exit 3' \(name)
       echo "$HOME" > "$HOME/Documents/home"
       touch "$HOME/Documents/ready"
       while [ -e "$HOME/Documents/ready" ]; do sleep 0.02; done
-      """#
+      """
     let process = Process()
     process.executableURL = URL(fileURLWithPath: Command.appbox)
     process.arguments = ["run", "--backing", directories.backing, "--", "/bin/sh", "-c", script]
@@ -99,11 +101,11 @@ struct RunCommandTests {
     let deadline = Date().addingTimeInterval(30)
     while !FileManager.default.fileExists(atPath: ready) && Date() < deadline && process.isRunning { usleep(10_000) }
     try #require(FileManager.default.fileExists(atPath: ready), "the program never started")
-    kill(process.processIdentifier, SIGTERM)
+    kill(process.processIdentifier, signal)
     try Self.waitForExit(process)
     #expect(process.terminationReason == .exit)
     #expect(process.terminationStatus == 3)
-    #expect(try readFile(directories.backing + "/Documents/got-term") == bytes("term\n"))
+    #expect(try readFile(directories.backing + "/Documents/got-signal") == bytes("\(name)\n"))
     // Other tests' runs mount at the same time: look for this run's mountpoint only.
     let mountpoint = try String(decoding: readFile(directories.backing + "/Documents/home"), as: UTF8.self)
       .trimmingCharacters(in: .newlines)
