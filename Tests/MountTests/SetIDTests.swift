@@ -144,4 +144,21 @@ struct SetIDTests {
     #expect(passthrough == Self.passthroughExpected(change))
     try fixture.unmount()
   }
+
+  @Test("a mount is nosuid and nodev: a set-user-ID root program run through it keeps the caller's uid")
+  func mountIsNosuid() throws {
+    let fixture = try MountFixture.unlocked(["-o", "allow_other"])
+    try check(chmod(fixture.root, 0o755), "chmod fixture root")
+    let line = MountFixture.mountTable().split(separator: "\n").first { $0.contains(" \(fixture.mountpoint) ") }
+    let options = try #require(line, "no mountinfo line").split(separator: " ")[5].split(separator: ",")
+    #expect(options.contains("nosuid") && options.contains("nodev"), "\(options)")
+    // id(1), root's and set-user-ID, as a user would leave it in the sandbox.
+    let tool = fixture.path("Documents/id")
+    try FileManager.default.copyItem(atPath: "/usr/bin/id", toPath: tool)
+    try check(chmod(tool, 0o4755), "chmod id")
+    let run = try OtherUser.run(65534, [tool, "-u"])
+    #expect(run.status == 0, "\(run.error)")
+    #expect(run.output == "65534\n", "the effective uid through the mount")
+    try fixture.unmount()
+  }
 }
