@@ -51,6 +51,37 @@ struct QuotaAccountingTests {
     try fixture.unmount()
   }
 
+  @Test("every fallocate mode, on preallocated, written and punched blocks: used == du after each call")
+  func fallocateModes() throws {
+    let fixture = try MountFixture.unlocked(["--capacity", "20M"])
+    let path = fixture.path("Documents/f")
+    let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+    try #require(fd >= 0)
+    let keepSize = LinuxConstants.FALLOC_FL_KEEP_SIZE
+    let punch = LinuxConstants.FALLOC_FL_PUNCH_HOLE | keepSize
+    let zero: Int32 = 0x10
+    let calls: [(String, () -> Int32)] = [
+      ("preallocate 1 MiB", { Libc.fallocate(fd, 0, 0, 1 << 20) }),
+      ("write 100 KiB into it", { pwrite(fd, pattern(100_000, seed: 7), 100_000, 300_000) == 100_000 ? 0 : -1 }),
+      ("punch 4 KiB of preallocated blocks", { Libc.fallocate(fd, punch, 8192, 4096) }),
+      ("punch across written blocks", { Libc.fallocate(fd, punch, 290_816, 65_536) }),
+      ("preallocate past the end, size kept", { Libc.fallocate(fd, keepSize, 1 << 20, 512 << 10) }),
+      ("zero a range over a hole", { Libc.fallocate(fd, zero, 4096, 16_384) }),
+      ("zero a range over written blocks and past the end", { Libc.fallocate(fd, zero, 393_216, 2 << 20) }),
+      ("punch the whole file", { Libc.fallocate(fd, punch, 0, 4 << 20) }),
+    ]
+    for (name, call) in calls {
+      #expect(call() == 0, "\(name): \(String(cString: strerror(errno)))")
+      try Quota.expectBooksMatch(fixture, capacity: capacity)
+    }
+    // Collapse and insert range: the kernel's FUSE client passes neither to a daemon.
+    #expect(Libc.fallocate(fd, 0x08, 65_536, 65_536) == -1 && errno == EOPNOTSUPP)
+    close(fd)
+    #expect(Quota.waitForReleases(fixture))
+    try Quota.expectBooksMatch(fixture, capacity: capacity)
+    try fixture.unmount()
+  }
+
   @Test("a directory that grows with many entries is counted as du counts it")
   func directoryGrowth() throws {
     let fixture = try MountFixture(arguments: ["--unlocked", "--capacity", "20M"])
