@@ -5,8 +5,8 @@ import Testing
   import Glibc
 #endif
 
-/// `-o noatime` as on a local filesystem: reading a file or listing a directory through
-/// the mount leaves their access times alone; without it they change (relatime).
+/// `-o noatime` as on a local filesystem: reading or running a file or listing a directory
+/// through the mount leaves their access times alone; without it they change (relatime).
 @Suite("Access times", .needsFUSE, .timeLimit(.minutes(10)))
 struct AccessTimeTests {
   /// An access time long before the files' modification: relatime would update it.
@@ -21,7 +21,7 @@ struct AccessTimeTests {
   }
 
   @Test(
-    "reads and listings change backing access times only without noatime",
+    "reads, runs and listings change backing access times only without noatime",
     arguments: [
       (["-o", "noatime"], false), (["-o", "noatime", "--no-passthrough"], false), (["-o", "relatime"], true),
       ([], true),
@@ -30,12 +30,17 @@ struct AccessTimeTests {
     let fixture = try MountFixture.unlocked(options) { backing in
       try FileManager.default.createDirectory(atPath: backing + "/Documents/d", withIntermediateDirectories: true)
       try writeFile(backing + "/Documents/d/file", bytes("contents"))
-      try Self.ageAccessTime(backing + "/Documents/d/file")
-      try Self.ageAccessTime(backing + "/Documents/d")
+      try writeFile(backing + "/Documents/d/tool", bytes("#!/bin/sh\necho ran\n"))
+      try check(chmod(backing + "/Documents/d/tool", 0o755), "chmod tool")
+      for path in ["Documents/d/file", "Documents/d/tool", "Documents/d"] {
+        try Self.ageAccessTime(backing + "/" + path)
+      }
     }
     #expect(try readFile(fixture.path("Documents/d/file")) == bytes("contents"))
     #expect(try directoryNames(fixture.path("Documents/d")).contains("file"))
-    for path in ["Documents/d/file", "Documents/d"] {
+    let ran = try Command.run(fixture.path("Documents/d/tool"), [])
+    #expect(ran.output == "ran\n", "\(ran.error)")
+    for path in ["Documents/d/file", "Documents/d/tool", "Documents/d"] {
       let accessed = try statPath(fixture.backingPath(path)).st_atim.tv_sec
       #expect(
         (accessed != Self.oldAccessTime) == changes,
