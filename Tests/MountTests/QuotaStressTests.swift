@@ -8,7 +8,8 @@ import Testing
 /// Everything that moves the quota at once, sized for CI: programs holding and re-opening
 /// their cache files, writers filling the quota, explicit purges, lock/unlock cycles and
 /// attribute writes. Then: no open file was purged, no `O_CREAT` open failed with
-/// ENOENT, the books equal `du` within the capacity, and every Documents file is intact.
+/// ENOENT, the books equal `du` within the capacity, every Documents file is intact, and
+/// the daemon's memory stays flat.
 @Suite("Quota stress", .needsFUSE, .timeLimit(.minutes(3)))
 struct QuotaStressTests {
   @Test("re-openers, fillers, purges, lock cycles and xattr writes at once: books exact, no open file purged")
@@ -55,8 +56,19 @@ struct QuotaStressTests {
       }
       return failures
     }
-    let result = Churn.run(
-      fixture, seconds: 6, reopeners: 10, fillers: 4, extra: [purges, lockCycles, xattrWriter, xattrWriter])
+    let churn = { (seconds: Double) in
+      Churn.run(
+        fixture, seconds: seconds, reopeners: 10, fillers: 4, extra: [purges, lockCycles, xattrWriter, xattrWriter])
+    }
+    // A first round brings the daemon's tables, caches and thread pools to their size; a
+    // round three times as long must then leave its memory where it was.
+    let daemon = try #require(MountFixture.daemonPID(for: fixture.mountpoint), "no daemon")
+    let warmUp = churn(2)
+    let warm = try Self.residentKiB(daemon)
+    let result = churn(6)
+    let after = try Self.residentKiB(daemon)
+    #expect(after - warm < 8192, "the daemon's RSS grew from \(warm) to \(after) KiB")
+    #expect(warmUp.failures.isEmpty, "\(warmUp.failures.prefix(10)) (\(warmUp.failures.count) in all)")
     #expect(result.failures.isEmpty, "\(result.failures.prefix(10)) (\(result.failures.count) in all)")
     #expect(result.reopens > 50, "the re-openers ran (\(result.reopens))")
     try fixture.control("unlock")
@@ -68,5 +80,12 @@ struct QuotaStressTests {
       #expect(Quota.matches(path, content), "\(path) intact")
     }
     try fixture.unmount()
+  }
+
+  /// A process's resident memory (`VmRSS`), in KiB.
+  static func residentKiB(_ pid: pid_t) throws -> Int {
+    let status = String(decoding: try readFile("/proc/\(pid)/status"), as: UTF8.self)
+    let line = try #require(status.split(separator: "\n").first { $0.hasPrefix("VmRSS:") }, "no VmRSS")
+    return try #require(Int(line.split(separator: " ", omittingEmptySubsequences: true)[1]), "\(line)")
   }
 }
