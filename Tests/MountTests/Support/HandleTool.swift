@@ -73,8 +73,16 @@ enum HandleTool {
 
   /// Makes the kernel drop every unused dentry and inode (FUSE's send forgets), and waits
   /// until the daemon holds at most `nodes` nodes.
+  /// Records an issue naming the missing privilege where `/proc/sys/vm/drop_caches` cannot
+  /// be written (nothing else makes the kernel forget a mount's inodes from outside).
   static func evict(_ fixture: MountFixture, downTo nodes: Int64 = 0) -> Bool {
     sync()
+    guard access("/proc/sys/vm/drop_caches", W_OK) == 0 else {
+      Issue.record(
+        "cannot write /proc/sys/vm/drop_caches (\(String(cString: strerror(errno)))): this test needs the kernel to forget the mount's inodes, which only drop_caches does from outside; a container's /proc/sys is read-only"
+      )
+      return false
+    }
     return fixture.waitUntil(seconds: 10) {
       let drop = Glibc.open("/proc/sys/vm/drop_caches", O_WRONLY)
       if drop >= 0 {
