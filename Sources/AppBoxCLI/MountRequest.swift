@@ -65,8 +65,7 @@ struct MountRequest {
                                   fifo (oldest first, uses do not count), largest
       --no-passthrough            serve every read through the daemon (default: the
                                   kernel reads files opened read-only straight from
-                                  the backing file, Linux 6.9+ as root; such a file
-                                  cannot become class A or CX while open: EBUSY)
+                                  the backing file, Linux 6.9+ as root)
       --handles COUNT             forgotten files whose file handles (name_to_handle_at,
                                   NFS) stay valid, least recently forgotten dropped
                                   first (default 262144, about 120 bytes each; 0 = none)
