@@ -53,6 +53,27 @@ extension Sys {
     return pids
   }
 
+  /// The inode numbers of the working and root directories inside `mountpoint` (absolute,
+  /// no trailing slash) of the processes this one may see (another user's need
+  /// CAP_SYS_PTRACE). Each `/proc/PID/cwd` link is read first, which touches no
+  /// filesystem; only a directory inside the mount is then looked at, so a hung
+  /// filesystem elsewhere holds nothing up.
+  public static func directoriesInUse(under mountpoint: String) -> Set<UInt64> {
+    let exact = Array(mountpoint.utf8)
+    let prefix = exact + [UInt8(ascii: "/")]
+    var found = Set<UInt64>()
+    for pid in (try? processIDs()) ?? [] {
+      for link in ["cwd", "root"] {
+        let path = "/proc/\(pid)/\(link)"
+        guard let target = try? readlink(AT_FDCWD, at: path), target == exact || target.starts(with: prefix),
+          let st = try? statPath(path)
+        else { continue }
+        found.insert(UInt64(st.st_ino))
+      }
+    }
+    return found
+  }
+
   /// Makes this process a child subreaper (`PR_SET_CHILD_SUBREAPER`): a descendant whose
   /// parent exits is re-parented to it instead of to init, so descendants stay in its tree.
   public static func becomeChildSubreaper() throws(Errno) {

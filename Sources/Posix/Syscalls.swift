@@ -102,12 +102,13 @@ public enum Sys {
     try check(Glibc.symlinkat(target, dir, name))
   }
 
-  /// `readlinkat(2)` of an `O_PATH` descriptor on the symlink itself.
-  public static func readlink(_ fd: Int32) throws(Errno) -> [UInt8] {
+  /// `readlinkat(2)`: of an `O_PATH` descriptor on the symlink itself (`path` empty), or of
+  /// `path` relative to `fd`.
+  public static func readlink(_ fd: Int32, at path: String = "") throws(Errno) -> [UInt8] {
     let capacity = Int(PATH_MAX) + 1
     let raw = UnsafeMutablePointer<CChar>.allocate(capacity: capacity)
     defer { raw.deallocate() }
-    let count = try retryingEINTR { Glibc.readlinkat(fd, "", raw, capacity) }
+    let count = try retryingEINTR { Glibc.readlinkat(fd, path, raw, capacity) }
     if count >= capacity { throw Errno.nameTooLong }
     return UnsafeRawBufferPointer(start: raw, count: count).map { $0 }
   }
