@@ -23,6 +23,9 @@ public enum AppBoxCommandLine {
                  (--descriptors: the daemon's open descriptors, JSON)
       purge MOUNTPOINT (--bytes SIZE | --domain caches|tmp --all | --older-than DURATION [--domain D])
                  purge tmp and Caches now
+      drop-caches MOUNTPOINT
+                 make the kernel forget the mount's idle files (names, attributes, pages),
+                 as drop_caches does, for this mount only and without root
       resize MOUNTPOINT --capacity SIZE
                  change the capacity now (shrinking purges tmp, then Caches, down to it)
       pressure MOUNTPOINT --schedule FILE
@@ -85,6 +88,7 @@ public enum AppBoxCommandLine {
     case "lock", "unlock": return try ControlCommands.lockOrUnlock(command, rest)
     case "status": return try ControlCommands.status(rest)
     case "purge": return try ControlCommands.purge(rest)
+    case "drop-caches": return try DropCachesCommand.run(rest)
     case "events": return try ControlCommands.events(rest)
     case "resize": return try PressureCommands.resize(rest)
     case "pressure": return try PressureCommands.pressure(rest)

@@ -9,7 +9,7 @@ import Synchronization
 /// again on every connection. One request line in, one JSON line out (after progress
 /// lines, for a purge asked with a trailing `progress`).
 ///
-/// Requests: `lock`, `unlock`, `status`, `descriptors`, `purge bytes N`, `purge domain
+/// Requests: `lock`, `unlock`, `status`, `descriptors`, `drop-caches`, `purge bytes N`, `purge domain
 /// caches|tmp`, `purge older-than SECONDS [caches|tmp]`, `resize BYTES resize|schedule`,
 /// and `run allow|deny|end` (``DeviceControlGate``, which may refuse the requests that
 /// change the device).
@@ -20,6 +20,8 @@ import Synchronization
 final class ControlServer: Sendable {
   private let listener: Int32
   private let filesystem: SandboxFilesystem
+  /// Where the filesystem is mounted (absolute, resolved).
+  private let mountpoint: String
   private let owner = Sys.effectiveUID
   /// Connections being served now.
   private let active = Mutex(0)
@@ -39,9 +41,10 @@ final class ControlServer: Sendable {
   /// descriptors are back.
   static let maximumBackOff = 0.8
 
-  init(path: String, filesystem: SandboxFilesystem) throws(Errno) {
+  init(path: String, filesystem: SandboxFilesystem, mountpoint: String) throws(Errno) {
     listener = try UnixSocket.listen(at: path)
     self.filesystem = filesystem
+    self.mountpoint = mountpoint
   }
 
   /// Accepts connections on a thread of its own until the process ends.
@@ -143,6 +146,9 @@ final class ControlServer: Sendable {
       return "{\"ok\":true,\"status\":\(filesystem.statusJSON())}"
     case ("descriptors", 1):
       return Self.descriptorsReply()
+    case ("drop-caches", 1):
+      filesystem.dropKernelCaches(sparing: Sys.directoriesInUse(under: mountpoint))
+      return "{\"ok\":true}"
     case ("purge", _):
       guard let purge = Self.purgeRequest(Array(words.dropFirst())) else {
         return Self.error("bad purge request: \(request.prefix(200))")

@@ -68,7 +68,7 @@ struct Daemon {
       throw CLIError(.usage, "\(error)")
     }
     do {
-      try ControlServer(path: files.socket, filesystem: filesystem).start()
+      try ControlServer(path: files.socket, filesystem: filesystem, mountpoint: request.mountpoint).start()
     } catch {
       throw CLIError(.osError, "cannot create the control socket \(files.socket): \(error)")
     }

@@ -66,19 +66,30 @@ final class Inode: Sendable {
   /// How the kernel does I/O on the open handles of this file; see ``IOMode``.
   let ioMode = Mutex(IOMode())
 
-  /// The directory and name the kernel first looked this inode up by: where to ask the
-  /// kernel to drop it when descriptors run short (a later rename makes it stale, which
-  /// only makes that request miss).
-  let origin: (parent: NodeID, name: [UInt8])
+  /// The directory and name the kernel first looked this inode up by (a node found by
+  /// file handle has none until its first lookup by name): where to ask the kernel to drop
+  /// it (``SandboxFilesystem/dropKernelCaches(sparing:)``). A later rename makes it stale,
+  /// which only makes that request miss.
+  let origin: Mutex<(parent: NodeID, name: [UInt8])>
+  /// Whether ``origin`` has a name: read without its lock on every lookup.
+  let named: Atomic<Bool>
 
   static let unknownClass: UInt8 = 0xFF
+
+  /// Gives a node found by file handle the name a later lookup found it by.
+  func found(in parent: NodeID, as name: FileName) {
+    guard !name.isEmpty, !named.load(ordering: .relaxed) else { return }
+    origin.withLock { $0 = (parent, name.bytes) }
+    named.store(true, ordering: .relaxed)
+  }
 
   init(
     node: NodeID, fd: Int32, attributes: stat, fixed: SandboxLayout.FixedDirectory?, domain: StorageDomain,
     lookups: UInt64, origin: (parent: NodeID, name: [UInt8]) = (.root, [])
   ) {
     self.node = node
-    self.origin = origin
+    self.origin = Mutex(origin)
+    self.named = Atomic(!origin.name.isEmpty)
     self.fd = fd
     self.key = BackingKey(attributes)
     self.fileType = attributes.st_mode & S_IFMT

@@ -192,6 +192,7 @@ final class InodeTable: Sendable {
       if let expected, slot.map({ state.node($0) }) != expected { return (nil, true) }
       if let slot, let existing = state.slots[Int(slot)] {
         existing.lookups.add(1, ordering: .relaxed)
+        existing.found(in: parent, as: name)
         return (existing, true)
       }
       let taken: Int32

@@ -158,11 +158,28 @@ public final class SandboxFilesystem: Filesystem {
     guard releasing.compareExchange(expected: false, desired: true, ordering: .relaxed).exchanged else { return }
     maintenance.async { [self] in
       defer { releasing.store(false, ordering: .relaxed) }
-      guard let notifier = notifier.withLock({ $0 }) else { return }
-      let idle = inodes.snapshot().lazy.filter { $0.fixed == nil && $0.openHandles.load(ordering: .relaxed) == 0 }
-      for inode in idle.prefix(max(1, inodes.count / 4)) where !inode.origin.name.isEmpty {
-        notifier.invalidateEntry(parent: inode.origin.parent, name: inode.origin.name)
-      }
+      // Fixed directories keep their descriptors whatever the kernel holds.
+      dropIdleEntries(atMost: max(1, inodes.count / 4)) { $0.fixed == nil }
+    }
+  }
+
+  /// Asks the kernel to drop its cached names, attributes and inodes of this mount that no
+  /// program has open (`appbox drop-caches`: what `drop_caches` does, for one mount and
+  /// without root); their forgets come as requests. Never from a request thread.
+  /// - Parameter inUse: backing inode numbers of directories that are some process's
+  ///   working or root directory: kept, since a dropped one would make its `getcwd` fail.
+  public func dropKernelCaches(sparing inUse: Set<UInt64>) {
+    dropIdleEntries(atMost: .max) { !($0.fileType == S_IFDIR && inUse.contains($0.key.inode)) }
+  }
+
+  /// Invalidates the kernel's entries of up to `limit` inodes that have no open handle and
+  /// pass `eligible` (a directory's subtree goes with it).
+  private func dropIdleEntries(atMost limit: Int, where eligible: (Inode) -> Bool) {
+    guard let notifier = notifier.withLock({ $0 }) else { return }
+    let idle = inodes.snapshot().filter { $0.openHandles.load(ordering: .relaxed) == 0 && eligible($0) }
+    for inode in idle.prefix(limit) {
+      let (parent, name) = inode.origin.withLock { $0 }
+      if !name.isEmpty { notifier.invalidateEntry(parent: parent, name: name) }
     }
   }
 

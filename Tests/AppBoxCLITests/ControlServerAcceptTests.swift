@@ -37,7 +37,7 @@ struct ControlServerAcceptTests {
     let window = 1.5
     let (calls, failures) = try SyscallFaults.injectEverywhere([.accept: SyscallFault(Errno(rawValue: EMFILE))]) {
       faults in
-      try ControlServer(path: socket, filesystem: filesystem).start()
+      try ControlServer(path: socket, filesystem: filesystem, mountpoint: "/nonexistent").start()
       Clock.sleep(seconds: window)
       return (faults.calls(.accept), faults.failures(.accept))
     }

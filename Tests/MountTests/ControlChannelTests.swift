@@ -22,7 +22,7 @@ struct ControlChannelTests {
     chmod(fixture.root, 0o755)
   }
 
-  @Test("another user gets 77 for lock, unlock, status, events, purge and unmount; nothing changes")
+  @Test("another user gets 77 for lock, unlock, status, events, drop-caches, purge and unmount; nothing changes")
   func othersCannotControl() throws {
     let fixture = try MountFixture(arguments: ["--unlocked", "--grace", "0"])
     openPath(fixture)
@@ -32,7 +32,7 @@ struct ControlChannelTests {
     var st = stat()
     try #require(try asNobody(["/usr/bin/stat", fixture.mountpoint]).status == 0 && stat(fixture.mountpoint, &st) == 0)
 
-    for command in ["lock", "unlock", "status", "events", "unmount"] {
+    for command in ["lock", "unlock", "status", "events", "drop-caches", "unmount"] {
       let result = try asNobody([Command.appbox, command, fixture.mountpoint])
       #expect(result.status == 77, "appbox \(command) as nobody exited \(result.status): \(result.error)")
       #expect(result.error.contains("only the user who mounted"), "a refusal says why: \(result.error)")
@@ -193,6 +193,44 @@ struct ControlChannelTests {
     #expect(refusal?["class"] as? String == "completeUntilFirstUserAuthentication")
     #expect(refusal?["state"] as? String == "BFU")
     #expect(refusal?["operation"] as? String == "openExisting")
+    try fixture.unmount()
+  }
+
+  @Test("drop-caches: the kernel forgets the mount's idle files and directories, but not a working directory")
+  func dropCaches() throws {
+    let fixture = try MountFixture.unlocked()
+    for path in ["Documents/a/b", "Library/Caches/c"] {
+      try FileManager.default.createDirectory(atPath: fixture.path(path), withIntermediateDirectories: true)
+    }
+    for path in ["Documents/a/b/f", "Documents/a/g", "Library/Caches/c/h", "tmp/i"] {
+      try writeFile(fixture.path(path), bytes(path))
+    }
+    func nodes() throws -> Int64 { Quota.number(try Quota.status(fixture.mountpoint), "nodes") }
+    #expect(try nodes() >= 10, "every file and directory above is held")
+    // A shell working in Documents/a/b, which reports its getcwd(3) once told to.
+    let gate = fixture.root + "/gate"
+    try check(mkfifo(gate, 0o600), "mkfifo")
+    let shell = Process()
+    shell.executableURL = URL(fileURLWithPath: "/bin/sh")
+    shell.currentDirectoryURL = URL(fileURLWithPath: fixture.path("Documents/a/b"))
+    shell.arguments = ["-c", "read line < '\(gate)'; /bin/pwd -P > '\(fixture.root)/cwd'"]
+    try shell.run()
+    let dropped = try Command.run(Command.appbox, ["drop-caches", fixture.mountpoint])
+    #expect(dropped.status == 0, "\(dropped.error)")
+    #expect(dropped.output.hasPrefix("the kernel forgot "), "\(dropped.output)")
+    // Left: the working directory and its ancestors up to the root (the kernel keeps a
+    // held dentry's parents).
+    #expect(try nodes() == 3, "Documents, a and b")
+    try writeFile(gate, bytes("go\n"))
+    shell.waitUntilExit()
+    #expect(try readFile(fixture.root + "/cwd") == bytes(fixture.path("Documents/a/b") + "\n"), "getcwd still works")
+    // Once the shell is gone, everything goes; and comes back by name.
+    #expect(
+      fixture.waitUntil(seconds: 10) {
+        (try? Command.run(Command.appbox, ["drop-caches", fixture.mountpoint]))
+          .map { _ in (try? nodes()) == 0 } ?? false
+      })
+    #expect(try readFile(fixture.path("Documents/a/b/f")) == bytes("Documents/a/b/f"))
     try fixture.unmount()
   }
 }
