@@ -148,57 +148,72 @@ struct QuotaHardeningTests {
 
   @Test("a class that cannot be stored fails the create instead of leaving a file of the default class")
   func unstoredClassFailsCreate() throws {
-    // 128-byte inodes keep no attribute inside: each class needs an attribute block (shared
-    // by up to 1,024 files with the same attributes), which a full filesystem cannot give.
-    let small = try SmallBacking(megabytes: 8, options: "-I 128 -N 4096 -m 0")
-    defer { small.remove() }
-    let fixture = try MountFixture.unlocked(["--capacity", "64M"]) { backing in try small.mount(at: backing) }
-    defer { small.unmountQuietly() }
+    // A tmpfs with an inode limit charges user attributes to its inode space (Linux 6.6+):
+    // 1 KiB per inode, and per attribute its value, its name and 40 bytes. It is brought
+    // to where a new file fits but its class attribute does not. (No loop device needed.)
+    var backing = ""
+    let fixture = try MountFixture.unlocked(["--capacity", "64M"]) { path in
+      _ = try Command.shell("mount -t tmpfs -o size=16m,nr_inodes=64,mode=0755 appbox-ispace \(shellQuote(path))")
+      backing = path
+    }
+    defer { _ = try? Command.run("/usr/bin/umount", [backing]) }
     #expect(mkdir(fixture.path("Documents/secret"), 0o755) == 0)
     #expect(setXattr(fixture.path("Documents/secret"), "user.appbox.protection", Array("complete".utf8)) == 0)
-    // Fill the backing filesystem, attribute blocks included.
-    let filler = open(fixture.path("Documents/filler"), O_WRONLY | O_CREAT | O_CLOEXEC, 0o644)
-    for size in [1 << 20, 4096] {
-      let block = [UInt8](repeating: 1, count: size)
-      while block.withUnsafeBufferPointer({ write(filler, $0.baseAddress!, $0.count) }) > 0 {}
+    // Two files on the backing: one to measure the space left, one to take it up.
+    let (gauge, pad) = (backing + "/Documents/gauge", backing + "/Documents/pad")
+    try writeFile(gauge, [])
+    try writeFile(pad, [])
+    var fillers = 0
+    while try Self.freeInodes(backing) > 4 {
+      try writeFile(backing + "/Documents/filler\(fillers)", [])
+      fillers += 1
     }
-    close(filler)
-    // Then the last blocks, with attributes of their own (ext4 shares identical ones).
-    for pad in 0..<300 {
-      let path = fixture.path("Documents/pad\(pad)")
-      let fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0o644)
-      guard fd >= 0 else { break }
-      close(fd)
-      if setXattr(path, "user.pad", pattern(3000, seed: UInt64(pad))) != 0,
-        setXattr(path, "user.pad", Array("pad\(pad)".utf8)) != 0
-      {
-        break
-      }
-    }
-    var index = 0
-    var outcomes: [String] = []
-    // Empty files need no data block, but a class attribute of their own needs one.
-    while index < 2000 {
-      let path = fixture.path("Documents/secret/f\(index)")
-      let fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0o644)
-      if fd < 0 {
-        outcomes.append(String(cString: strerror(errno)))
-        break
-      }
-      close(fd)
-      // What the backing file keeps (the daemon's cached class would hide a lost one).
-      let backing = fixture.backingPath("Documents/secret/f\(index)")
-      let stored = (try? getXattr(backing, "user.appbox.inherited-protection")).map {
-        String(decoding: $0, as: UTF8.self)
-      }
-      if stored != "complete" {
-        outcomes.append("f\(index) has class \(stored ?? "none")")
-        break
-      }
-      index += 1
-    }
-    #expect(outcomes.count == 1 && !outcomes[0].hasPrefix("f"), "\(outcomes)")
+    let before = try Self.room(on: gauge)
+    let first = open(fixture.path("Documents/secret/first"), O_WRONLY | O_CREAT | O_CLOEXEC, 0o644)
+    try #require(first >= 0, "the first file: \(String(cString: strerror(errno)))")
+    close(first)
+    #expect(try getXattr(backing + "/Documents/secret/first", "user.appbox.inherited-protection") == bytes("complete"))
+    let left = try Self.room(on: gauge)
+    let cost = before - left  // one file with its class: the inode and the attribute
+    #expect(cost > 1024 && cost < 1200, "\(cost)")
+    // Leave cost - 1 bytes: the inode fits, its class does not.
+    #expect(setXattr(pad, Self.gaugeName, [UInt8](repeating: 1, count: left - cost + 1)) == 0)
+    let padded = try Self.room(on: gauge)
+    let second = open(fixture.path("Documents/secret/second"), O_WRONLY | O_CREAT | O_CLOEXEC, 0o644)
+    let error = errno
+    if second >= 0 { close(second) }
+    #expect(second == -1 && error == ENOSPC, "\(second): \(String(cString: strerror(error)))")
+    #expect(access(backing + "/Documents/secret/second", F_OK) != 0, "the file is gone from the backing")
+    #expect(fixture.waitUntil { (try? Self.room(on: gauge)) == padded }, "its inode was given back")
     try fixture.unmount()
+  }
+
+  /// The attribute whose largest settable value measures a tmpfs's inode space left.
+  static let gaugeName = "user.gauge"
+
+  /// The longest value of ``gaugeName`` that `path` can take now (set, then removed): the
+  /// inode space left, less a constant.
+  static func room(on path: String) throws -> Int {
+    var (fits, fails) = (-1, 65_537)  // a value is at most 64 KiB
+    while fails - fits > 1 {
+      let middle = (fits + fails) / 2
+      switch setXattr(path, gaugeName, [UInt8](repeating: 0, count: middle), flags: LinuxConstants.XATTR_CREATE) {
+      case 0:
+        try check(Libc.removexattr(path, gaugeName), "removexattr")
+        fits = middle
+      case ENOSPC: fails = middle
+      case let other: throw FixtureError("setxattr \(path): \(String(cString: strerror(other)))")
+      }
+    }
+    guard fits >= 0 else { throw FixtureError("no inode space left on \(path)") }
+    return fits
+  }
+
+  /// Free inodes of the filesystem at `path` (a tmpfs counts whole KiB of inode space).
+  static func freeInodes(_ path: String) throws -> UInt {
+    var st = statvfs()
+    try check(statvfs(path, &st), "statvfs")
+    return UInt(st.f_ffree)
   }
 
   @Test("a daemon that cannot switch credentials refuses a create instead of making the file its own")
@@ -223,46 +238,6 @@ struct QuotaHardeningTests {
     } else {
       #expect(result.status != 0)
     }
-  }
-}
-
-/// A small ext4 filesystem in an image file, loop-mounted as a sandbox's backing directory.
-final class SmallBacking {
-  let image: String
-  private var mountpoint: String?
-
-  /// `options`: more `mkfs.ext4` options.
-  init(megabytes: Int, options: String = "") throws {
-    image = "/tmp/appbox-small-\(getpid())-\(UInt32.random(in: 0...UInt32.max)).img"
-    _ = try Command.shell(
-      "truncate -s \(megabytes)M \(shellQuote(image)) && mkfs.ext4 -q -F -O ^has_journal \(options) \(shellQuote(image))"
-    )
-  }
-
-  /// Mounts the image at `path`; fails naming what is missing where there is no loop
-  /// device (a container gets none without `--device /dev/loop-control --device
-  /// /dev/loopN`).
-  func mount(at path: String) throws {
-    let result = try Command.run("/usr/bin/mount", ["-o", "loop", image, path])
-    guard result.status == 0 else {
-      throw FixtureError(
-        "mount -o loop \(image) exited \(result.status): \(result.error.trimmingCharacters(in: .whitespacesAndNewlines))"
-          + " (an ext4 image needs a loop device; in a container: --device /dev/loop-control --device /dev/loopN)")
-    }
-    mountpoint = path
-  }
-
-  /// Unmounts it, if mounted.
-  func unmountQuietly() {
-    guard let mountpoint else { return }
-    _ = try? Command.run("/usr/bin/umount", [mountpoint])
-    self.mountpoint = nil
-  }
-
-  /// Deletes the image.
-  func remove() {
-    unmountQuietly()
-    unlink(image)
   }
 }
 
