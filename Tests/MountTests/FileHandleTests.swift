@@ -59,9 +59,10 @@ struct FileHandleTests {
   }
 
   @Test(
-    "handles of files and directories open after the kernel forgot the inodes, for another user as the mode allows, as on ext4"
-  )
+    "handles of files and directories open after the kernel forgot the inodes, for another user as the mode allows, as on ext4",
+    .needsHandleCapability)
   func handlesOutliveTheKernelsInodes() throws {
+    try HandleTool.requireCapability()
     let fixture = try MountFixture(arguments: ["--unlocked", "-o", "allow_other"])
     #expect(chmod(fixture.root, 0o755) == 0)
     let plain = fixture.root + "/plain"
@@ -98,9 +99,9 @@ struct FileHandleTests {
   }
 
   @Test(
-    "a purged file's handle is stale, and so is every handle from before a remount"
-  )
+    "a purged file's handle is stale, and so is every handle from before a remount", .needsHandleCapability)
   func purgedAndRemountedHandlesAreStale() throws {
+    try HandleTool.requireCapability()
     let fixture = try MountFixture(arguments: ["--unlocked"])
     #expect(FileManager.default.createFile(atPath: fixture.path("tmp/scratch"), contents: Data("t".utf8)))
     #expect(FileManager.default.createFile(atPath: fixture.path("Documents/kept"), contents: Data("k".utf8)))
@@ -123,10 +124,11 @@ struct FileHandleTests {
   }
 
   @Test(
-    "--handles bounds the forgotten nodes whose handles stay valid; 0 keeps none",
+    "--handles bounds the forgotten nodes whose handles stay valid; 0 keeps none", .needsHandleCapability,
     arguments: [0, 3]
   )
   func retainedHandlesAreBounded(limit: Int) throws {
+    try HandleTool.requireCapability()
     let fixture = try MountFixture(arguments: ["--unlocked", "--handles", String(limit)])
     var handles: [String] = []
     for index in 0..<8 {

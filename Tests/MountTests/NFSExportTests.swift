@@ -20,10 +20,11 @@ extension Trait where Self == ConditionTrait {
   }
 }
 
-@Suite("NFS export", .needsFUSE, .needsGanesha, .timeLimit(.minutes(5)))
+@Suite("NFS export", .needsFUSE, .needsGanesha, .needsHandleCapability, .timeLimit(.minutes(5)))
 struct NFSExportTests {
   @Test("a file written through an NFS export of the sandbox reads back through NFS, the mount and the backing")
   func writeAndReadThroughNFS() throws {
+    try HandleTool.requireCapability()
     let fixture = try MountFixture(arguments: ["--unlocked"])
     let port = 20_000 + Int(getpid() % 9_000)
     let configuration = fixture.root + "/ganesha.conf"
