@@ -9,10 +9,10 @@ import Synchronization
 /// again on every connection. One request line in, one JSON line out (after progress
 /// lines, for a purge asked with a trailing `progress`).
 ///
-/// Requests: `lock`, `unlock`, `status`, `descriptors`, `drop-caches`, `purge bytes N`, `purge domain
-/// caches|tmp`, `purge older-than SECONDS [caches|tmp]`, `resize BYTES resize|schedule`,
-/// and `run allow|deny|end` (``DeviceControlGate``, which may refuse the requests that
-/// change the device).
+/// Requests: `lock`, `unlock`, `status`, `descriptors`, `drop-caches`, `purge bytes N`,
+/// `purge domain caches|tmp`, `purge older-than SECONDS [caches|tmp]`, `resize BYTES
+/// resize|schedule`, and `run allow|deny|end` (``DeviceControlGate``, which may refuse the
+/// requests that change the device).
 /// Connections are served concurrently, each on
 /// a thread of its own with a read timeout, so an idle client holds up no one; at most
 /// ``maximumConnections`` at a time. Anything else a client sends gets an error reply and

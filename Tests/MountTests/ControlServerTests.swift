@@ -164,7 +164,15 @@ struct ControlServerTests {
       }
       return true
     }
-    #expect(served, "status after the idle clients left; the last attempt: \(lastError)")
+    // What to look at when it is not: whether the daemon lives, and what it logged.
+    let alive = fixture.daemonPID.map { kill($0, 0) == 0 } ?? false
+    let log = (try? readFile(ControlFiles.path(for: fixture.mountpoint, "log"))).map {
+      String(decoding: $0.suffix(2000), as: UTF8.self)
+    }
+    #expect(
+      served,
+      "status after the idle clients left; the last attempt: \(lastError); daemon alive: \(alive); its log: \(log ?? "none")"
+    )
     try fixture.unmount()
   }
 }

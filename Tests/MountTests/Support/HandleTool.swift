@@ -84,7 +84,7 @@ enum HandleTool {
   }()
 
   static let missing =
-    "needs CAP_DAC_READ_SEARCH for open_by_handle_at, and a /tmp that is not an overlay (in a container: --cap-add DAC_READ_SEARCH --tmpfs /tmp:exec)"
+    "needs CAP_DAC_READ_SEARCH for open_by_handle_at, and a /tmp that is not an overlay (in a container: --cap-add DAC_READ_SEARCH -v HOSTDIR:/tmp)"
 
   /// Fails the test, naming what is missing.
   static func requireCapability() throws {
