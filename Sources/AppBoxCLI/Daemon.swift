@@ -40,6 +40,10 @@ struct Daemon {
     // Modes are created as given: a request's umask is set on its worker thread alone
     // (Caller.asCreator).
     Sys.umask(0)
+    // A control client or the waiting `appbox mount` that goes away must not end the
+    // daemon: the readiness pipe and the control socket are written before and beside
+    // the session loop, whose own SIGPIPE handler comes only when it starts.
+    TerminationSignals.ignoreBrokenPipes()
     ResourceLimits.raiseOpenFiles()
     let backing = request.backing!
     // Before anything touches the backing directory: one mount per backing directory. The

@@ -16,4 +16,11 @@ public enum TerminationSignals {
     let result = pthread_sigmask(SIG_UNBLOCK, &set, nil)
     guard result == 0 else { throw Errno(rawValue: result) }
   }
+
+  /// Ignores SIGPIPE in the whole process: a write to a pipe or socket whose reader has
+  /// gone fails with `EPIPE` instead of ending the process. A daemon sets this before it
+  /// serves anyone (libfuse only installs its own handler once the session loop runs).
+  public static func ignoreBrokenPipes() {
+    signal(SIGPIPE, SIG_IGN)
+  }
 }

@@ -101,11 +101,13 @@ public enum UnixSocket {
     }
   }
 
-  /// Writes all of `bytes`.
+  /// Writes all of `bytes`, or as much as the peer takes: a peer that has gone makes it
+  /// stop (`EPIPE`), never raises SIGPIPE (`MSG_NOSIGNAL`), so no client can end the
+  /// daemon by closing early.
   public static func writeAll(_ fd: Int32, _ bytes: [UInt8]) {
     var offset = 0
     while offset < bytes.count {
-      let count = bytes[offset...].withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
+      let count = bytes[offset...].withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
       if count < 0 && errno == EINTR { continue }
       if count <= 0 { return }
       offset += count

@@ -142,6 +142,26 @@ struct ControlServerTests {
     try fixture.unmount()
   }
 
+  @Test("a client gone before its reply cannot end the daemon: SIGPIPE is ignored from the start")
+  func clientsThatLeaveEarly() throws {
+    let fixture = try MountFixture.unlocked()
+    // Ignored before the daemon serves anyone, not only once libfuse's loop has begun (its
+    // handler comes late: a reply written in between to a client that had left ended it).
+    let pid = try #require(fixture.daemonPID)
+    let status = String(decoding: try readFile("/proc/\(pid)/status"), as: UTF8.self)
+    let line = try #require(status.split(separator: "\n").first { $0.hasPrefix("SigIgn:") })
+    let ignored = try #require(UInt64(line.dropFirst("SigIgn:".count).trimmingCharacters(in: .whitespaces), radix: 16))
+    #expect(ignored & (1 << UInt64(SIGPIPE - 1)) != 0, "\(line)")
+    let socket = ControlFiles.path(for: fixture.mountpoint, "sock")
+    for _ in 0..<50 {
+      let fd = try UnixSocket.connect(to: socket)
+      UnixSocket.writeAll(fd, Array("status\n".utf8))
+      close(fd)
+    }
+    _ = try fixture.status()
+    try fixture.unmount()
+  }
+
   @Test("past 16 connections at once the daemon answers busy at once, and serves again when they close")
   func connectionBound() throws {
     let fixture = try MountFixture.unlocked()
