@@ -11,7 +11,7 @@ public struct AppBoxContainer: Sendable, Hashable {
   /// The container that `appbox run` started this program in (`APPBOX_CONTAINER`), if it
   /// is an AppBox mount.
   public static var current: AppBoxContainer? {
-    guard let root = ProcessInfo.processInfo.environment["APPBOX_CONTAINER"], root.hasPrefix("/") else { return nil }
+    guard let root = RunEnvironment.path("APPBOX_CONTAINER") else { return nil }
     return isRoot(root) ? AppBoxContainer(root: root) : nil
   }
 
@@ -19,7 +19,7 @@ public struct AppBoxContainer: Sendable, Hashable {
   /// Checks `APPBOX_CONTAINER` first (one attribute read), else each ancestor.
   public static func containing(_ path: String) -> AppBoxContainer? {
     let absolute = (path as NSString).standardizingPath
-    if let hinted = ProcessInfo.processInfo.environment["APPBOX_CONTAINER"], hinted.hasPrefix("/"),
+    if let hinted = RunEnvironment.path("APPBOX_CONTAINER"),
       absolute == hinted || absolute.hasPrefix(hinted.hasSuffix("/") ? hinted : hinted + "/"), isRoot(hinted)
     {
       return AppBoxContainer(root: hinted)

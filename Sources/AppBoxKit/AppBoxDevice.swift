@@ -43,9 +43,7 @@ public enum AppBoxDevice {
   /// The mount's status as `appbox status --json` prints it.
   public static func statusJSON() throws(ControlError) -> String { try run(["status", "--json"]) }
 
-  private static var executable: String? {
-    ProcessInfo.processInfo.environment["APPBOX_DEVICE_CONTROL"].flatMap { $0.hasPrefix("/") ? $0 : nil }
-  }
+  private static var executable: String? { RunEnvironment.path("APPBOX_DEVICE_CONTROL") }
 
   /// Runs `appbox VERB [ARGS] ROOT`, returning its output without the final newline.
   private static func run(_ arguments: [String]) throws(ControlError) -> String {

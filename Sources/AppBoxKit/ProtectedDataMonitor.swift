@@ -20,7 +20,7 @@ public final class ProtectedDataMonitor: Sendable {
   /// The monitor of ``AppBoxContainer/current``, following `APPBOX_EVENTS`.
   public static let shared = ProtectedDataMonitor(
     container: AppBoxContainer.current,
-    eventLog: ProcessInfo.processInfo.environment["APPBOX_EVENTS"].flatMap { $0.hasPrefix("/") ? $0 : nil })
+    eventLog: RunEnvironment.path("APPBOX_EVENTS"))
   /// How often the state is read when there is no event log to follow.
   public static let pollInterval: DispatchTimeInterval = .milliseconds(50)
 

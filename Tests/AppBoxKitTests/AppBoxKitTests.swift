@@ -163,42 +163,6 @@ struct AppBoxKitTests {
   }
 }
 
-extension AppBoxKitTests {
-  @Test("AppBoxDevice: refused without appbox run's variables; with them it purges and reads the status")
-  func deviceControl() throws {
-    let mount = try TestMount(["--capacity", "16M"])
-    try Data(count: 2 << 20).write(to: URL(fileURLWithPath: mount.path("Library/Caches/old")))
-    try Data(count: 2 << 20).write(to: URL(fileURLWithPath: mount.path("Library/Caches/new")))
-    #expect(!AppBoxDevice.isAllowed)
-    #expect(throws: AppBoxDevice.ControlError.notAllowed) { try AppBoxDevice.statusJSON() }
-    // What appbox run --allow-device-control sets.
-    setenv("APPBOX_CONTAINER", mount.mountpoint, 1)
-    setenv("APPBOX_DEVICE_CONTROL", TestMount.appbox, 1)
-    defer {
-      unsetenv("APPBOX_CONTAINER")
-      unsetenv("APPBOX_DEVICE_CONTROL")
-    }
-    #expect(AppBoxDevice.isAllowed)
-    let status = try #require(
-      try JSONSerialization.jsonObject(with: Data(AppBoxDevice.statusJSON().utf8)) as? [String: Any])
-    #expect((status["capacity"] as? NSNumber)?.int64Value == 16 << 20)
-    #expect(status["state"] as? String == "UNLOCKED")
-    // The least recently used file is enough for one byte.
-    let purged = try AppBoxDevice.purge(bytes: 1)
-    #expect(purged.hasPrefix("purged 1 file, "), "\(purged)")
-    #expect(!FileManager.default.fileExists(atPath: mount.path("Library/Caches/old")))
-    #expect(FileManager.default.fileExists(atPath: mount.path("Library/Caches/new")))
-    do {
-      _ = try AppBoxDevice.purge(bytes: -1)
-      Issue.record("a negative size was accepted")
-    } catch {
-      guard case .failed(let code, let message) = error else { throw error }
-      #expect(code == 65, "a bad size: \(message)")
-    }
-    try mount.unmount()
-  }
-}
-
 /// Apple's names for each class, by AppBox's name.
 enum ProtectionNames {
   static let foundation = [
