@@ -174,9 +174,9 @@ public final class SandboxFilesystem: Filesystem {
 
   /// Invalidates the kernel's entries of up to `limit` inodes that have no open handle and
   /// pass `eligible` (a directory's subtree goes with it).
-  private func dropIdleEntries(atMost limit: Int, where eligible: (Inode) -> Bool) {
+  private func dropIdleEntries(atMost limit: Int, where eligible: @escaping (Inode) -> Bool) {
     guard let notifier = notifier.withLock({ $0 }) else { return }
-    let idle = inodes.snapshot().filter { $0.openHandles.load(ordering: .relaxed) == 0 && eligible($0) }
+    let idle = inodes.snapshot().lazy.filter { $0.openHandles.load(ordering: .relaxed) == 0 && eligible($0) }
     for inode in idle.prefix(limit) {
       let (parent, name) = inode.origin.withLock { $0 }
       if !name.isEmpty { notifier.invalidateEntry(parent: parent, name: name) }

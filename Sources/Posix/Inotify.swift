@@ -19,12 +19,11 @@ public enum Inotify {
     guard inotify_add_watch(fd, path, UInt32(IN_MODIFY)) >= 0 else { throw Errno.current }
   }
 
-  /// Waits until `fd` has events or `seconds` have passed.
-  /// - Returns: whether it has events.
-  @discardableResult
-  public static func wait(_ fd: Int32, seconds: Double) -> Bool {
+  /// Waits until `fd` has events, a signal comes, or `seconds` have passed (the caller
+  /// looks at the file again in any case).
+  public static func wait(_ fd: Int32, seconds: Double) {
     var entry = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-    return poll(&entry, 1, Int32(seconds * 1000)) > 0
+    _ = poll(&entry, 1, Int32(seconds * 1000))
   }
 
   /// Reads and discards the events waiting on `fd` (the caller reads the file itself).

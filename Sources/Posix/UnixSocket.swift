@@ -102,8 +102,8 @@ public enum UnixSocket {
   }
 
   /// Writes all of `bytes`, or as much as the peer takes: a peer that has gone makes it
-  /// stop (`EPIPE`), never raises SIGPIPE (`MSG_NOSIGNAL`), so no client can end the
-  /// daemon by closing early.
+  /// stop (`EPIPE`) without SIGPIPE (`MSG_NOSIGNAL`), so neither a client that closes
+  /// early nor a daemon that died ends the other side.
   public static func writeAll(_ fd: Int32, _ bytes: [UInt8]) {
     var offset = 0
     while offset < bytes.count {
