@@ -88,7 +88,7 @@ struct FileHandleTests {
     // Again once forgotten a second time: the node came back under the same id. (The two
     // files opened by handle above have no name in the kernel's cache, so only
     // drop_caches drops them, which a container cannot write.)
-    #expect(HandleTool.evict(fixture, downTo: 2))
+    #expect(HandleTool.evict(fixture, downTo: HandleTool.canDropCaches ? 0 : 2))
     #expect(try HandleTool.open(onMount.directory, on: fixture.mountpoint, "list") == "g,h")
     let words = onMount.file  // the node id: two 32-bit words, high first, in memory order
       .split(separator: ":")[1].prefix(16)

@@ -95,6 +95,9 @@ enum HandleTool {
   /// forgets), and waits until the daemon holds at most `nodes` nodes: `appbox
   /// drop-caches`, and `/proc/sys/vm/drop_caches` where it can be written (not in a
   /// container), which also drops what no name reaches: files opened by handle.
+  /// Whether this process may write `/proc/sys/vm/drop_caches` (not in a container).
+  static let canDropCaches = access("/proc/sys/vm/drop_caches", W_OK) == 0
+
   static func evict(_ fixture: MountFixture, downTo nodes: Int64 = 0) -> Bool {
     fixture.waitUntil(seconds: 10) {
       let dropped = try? Command.run(Command.appbox, ["drop-caches", fixture.mountpoint])
