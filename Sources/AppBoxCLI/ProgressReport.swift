@@ -1,4 +1,5 @@
 import AppBoxFS
+import Foundation
 import Posix
 import SandboxPolicy
 import Synchronization
@@ -61,6 +62,14 @@ final class TerminalProgress: Sendable {
 /// Paces reports of long work: the first after half a second (quick work says nothing),
 /// then at most four a second; a final one only when progress was shown.
 final class ProgressPacer: Sendable {
+  /// Seconds before the first report: half a second, or `$APPBOX_PROGRESS_AFTER` (seconds,
+  /// for tests, whose machines index faster or slower than a person waits).
+  static let firstReportAfter: Double = {
+    guard let text = ProcessInfo.processInfo.environment["APPBOX_PROGRESS_AFTER"], let seconds = Double(text),
+      seconds.isFinite, seconds >= 0
+    else { return 0.5 }
+    return seconds
+  }()
   private let start = Clock.monotonic()
   /// When the last report was made.
   private let last = Mutex<Double?>(nil)
@@ -73,7 +82,7 @@ final class ProgressPacer: Sendable {
     let now = Clock.monotonic()
     return last.withLock { last in
       if isFinal { return last != nil }
-      guard now - start >= 0.5, now - (last ?? 0) >= 0.25 else { return false }
+      guard now - start >= Self.firstReportAfter, now - (last ?? 0) >= 0.25 else { return false }
       last = now
       return true
     }
