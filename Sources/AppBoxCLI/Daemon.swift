@@ -62,7 +62,9 @@ struct Daemon {
         "cannot set up the sandbox in \(backing): \(error) (a fixed directory such as Documents must be a directory, not a file or symlink)"
       )
     }
-    var options = ["default_permissions", "fsname=appbox", "subtype=appbox"]
+    // The type fuse.appbox (subtype) is how appbox tells its mounts apart; the source
+    // (fsname) is the user's to choose.
+    var options = ["default_permissions", "fsname=\(request.fsname ?? "appbox")", "subtype=appbox"]
     if Sys.effectiveUID == 0 { options.append("allow_other") }
     for option in request.fuseOptions where !options.contains(option) { options.append(option) }
     let session: FuseSession

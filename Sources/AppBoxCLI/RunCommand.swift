@@ -91,17 +91,17 @@ struct RunPlan {
   static func parse(_ arguments: [String]) throws(CLIError) -> RunPlan {
     if let first = arguments.first, first == "--help" || first == "-h" { throw CLIError(.success, RunCommand.usage) }
     guard let separator = arguments.firstIndex(of: "--") else {
-      throw CLIError(.usage, "missing -- before the program\n\(RunCommand.usage)")
+      throw CLIError(.usage, "missing -- before the program")
     }
     var options = Array(arguments[..<separator])
     let allowDeviceControl = options.contains("--allow-device-control")
     options.removeAll { $0 == "--allow-device-control" }
     let program = Array(arguments[(separator + 1)...])
     guard let name = program.first, !name.isEmpty else {
-      throw CLIError(.usage, "missing PROGRAM after --\n\(RunCommand.usage)")
+      throw CLIError(.usage, "missing PROGRAM after --")
     }
-    for flag in ["--foreground", "-f", "--ready-fd", "--help", "-h"] where options.contains(flag) {
-      throw CLIError(.usage, "\(flag) does not apply to appbox run\n\(RunCommand.usage)")
+    for flag in ["--foreground", "-f", "--fstab", "--ready-fd", "--help", "-h"] where options.contains(flag) {
+      throw CLIError(.usage, "\(flag) does not apply to appbox run")
     }
     // The mount parser wants exactly one MOUNTPOINT: as given, or a stand-in.
     let request: MountRequest
@@ -124,10 +124,7 @@ struct RunPlan {
 
 extension RunPlan {
   /// `appbox mount`'s options that take a value (the value is not the MOUNTPOINT).
-  static let valueOptions: Set<String> = [
-    "--backing", "-o", "--capacity", "--grace", "--cx-timeout", "--tmp-max-age", "--default-protection",
-    "--purge-at", "--purge-to", "--busy-poll", "--handles", "--usage-interval", "--purge-policy",
-  ]
+  static let valueOptions = MountOptions.flagsWithValue
 
   /// The mount options without their one positional argument (the MOUNTPOINT).
   static func withoutPositional(_ options: [String]) -> [String] {
