@@ -10,8 +10,9 @@ enum RunCommand {
 
       Runs PROGRAM inside a sandbox and exits with its status (128+N when signal N ended it).
       MOUNTPOINT already an AppBox mount: it is used as it is. Otherwise AppBox mounts
-      there (or, without MOUNTPOINT, at a private temporary directory) with the mount
-      options (appbox mount --help) and unmounts after the program. Without MOUNTPOINT and
+      there (an empty directory, or --nonempty) or, without MOUNTPOINT, at a private
+      temporary directory, with the mount options (appbox mount --help), and unmounts
+      after the program. Without MOUNTPOINT and
       --backing the data lives in a temporary backing directory that is deleted afterwards;
       with --backing alone, a mount of that backing directory is reused if there is one.
       A sandbox mounted for the run starts UNLOCKED (--bfu: before first unlock).
