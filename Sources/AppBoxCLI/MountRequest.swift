@@ -166,7 +166,8 @@ extension MountRequest.Draft {
       guard isRoot else {
         throw CLIError(
           .noPermission,
-          "\(given): only root may set it (a FUSE mount by another user is always nosuid,nodev); leave it out")
+          "\(given): only root may set it (a FUSE mount by another user is always nosuid,nodev); leave it out"
+            + " (mount -t and fstab: mount.fuse3 asks for suid,dev unless the line says nosuid,nodev)")
       }
     case .nobody(let reason):
       throw CLIError(.usage, "\(given): \(reason); leave it out")
