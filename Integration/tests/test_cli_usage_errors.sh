@@ -16,6 +16,12 @@ assert_exit 65 "$APPBOX" mount --backing "$dir/backing" --tmp-max-age 2000000000
 assert_exit 65 "$APPBOX" mount --backing "$dir/backing" -o max_read=abc "$dir/mnt"
 assert_exit 64 "$APPBOX" mount --backing "$dir/backing" -o subtype=other "$dir/mnt"
 assert_exit 64 "$APPBOX" mount --backing "$dir/backing" --ready-fd 1 "$dir/mnt"
+assert_exit 64 "$APPBOX" mount --backing
+lines=$({ "$APPBOX" mount --backing 2>&1 || true; } | wc -l)
+assert_eq 2 "$lines" "lines of a usage error (the message and 'see appbox mount --help')"
+mkdir "$dir/full" && touch "$dir/full/entry"
+assert_exit 66 "$APPBOX" mount --backing "$dir/backing" "$dir/full"
+is_mounted "$dir/full" && fail "a mountpoint with an entry was mounted over without --nonempty"
 [[ -z "$(ls -A "$dir/backing")" ]] || fail "a refused mount touched the backing directory"
 assert_exit 66 "$APPBOX" mount --backing "$dir/backing" "$dir/no-such-mountpoint"
 assert_exit 66 "$APPBOX" mount --backing "$dir/no-such-backing" "$dir/mnt"

@@ -79,9 +79,30 @@ public enum AppBoxCommandLine {
     return FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) && isDirectory.boolValue
   }
 
+  /// Runs one command line. A usage error ends with where to read more (`see appbox
+  /// mount --help`), never with the whole usage text.
   static func run(_ arguments: [String]) throws(CLIError) -> ExitCode {
     guard let command = arguments.first else { throw CLIError(.usage, help) }
-    let rest = Array(arguments.dropFirst())
+    let fstab = FstabArguments.matches(arguments, isDirectory: isDirectory)
+    do {
+      return try dispatch(command, Array(arguments.dropFirst()), whole: arguments, fstab: fstab)
+    } catch {
+      guard error.code == .usage, let name = fstab ? "mount" : subcommands.first(where: { $0 == command }) else {
+        throw error
+      }
+      throw CLIError(.usage, "\(error.message)\nsee appbox \(name) --help")
+    }
+  }
+
+  /// The subcommands, as `appbox COMMAND --help` names them.
+  static let subcommands = [
+    "mount", "unmount", "umount", "lock", "unlock", "status", "purge", "drop-caches", "events", "resize", "pressure",
+    "report", "experiment", "protect", "backup", "restore", "run",
+  ]
+
+  private static func dispatch(_ command: String, _ rest: [String], whole arguments: [String], fstab: Bool)
+    throws(CLIError) -> ExitCode
+  {
     switch command {
     case "mount": return try MountCommand.run(rest)
     case "unmount", "umount": return try UnmountCommand.run(rest)
@@ -105,9 +126,7 @@ public enum AppBoxCommandLine {
       print("appbox \(version)")
       return .success
     default:
-      if FstabArguments.matches(arguments, isDirectory: isDirectory) {
-        return try MountCommand.run(try FstabArguments.mountArguments(arguments))
-      }
+      if fstab { return try MountCommand.run(try FstabArguments.mountArguments(arguments)) }
       throw CLIError(.usage, "unknown command \(command); run appbox --help")
     }
   }

@@ -1,13 +1,11 @@
 /// Walks a subcommand's arguments in order: options, the values they take, and the rest.
 struct ArgumentReader {
   private let arguments: [String]
-  private let usage: String
   private var index = -1
 
-  /// Reads `arguments`; `usage` follows the error of an option given without its value.
-  init(_ arguments: [String], usage: String) {
+  /// Reads `arguments`.
+  init(_ arguments: [String]) {
     self.arguments = arguments
-    self.usage = usage
   }
 
   /// The next argument, or nil after the last.
@@ -20,7 +18,7 @@ struct ArgumentReader {
   /// - Throws: a usage error when the option is the last argument.
   mutating func value() throws(CLIError) -> String {
     guard index + 1 < arguments.count else {
-      throw CLIError(.usage, "\(arguments[index]) needs a value\n\(usage)")
+      throw CLIError(.usage, "\(arguments[index]) needs a value")
     }
     index += 1
     return arguments[index]

@@ -21,7 +21,7 @@ enum BackupCommand {
     var json = false
     var dryRun = false
     var positional: [String] = []
-    var reader = ArgumentReader(arguments, usage: usage)
+    var reader = ArgumentReader(arguments)
     while let argument = reader.next() {
       switch argument {
       case "--to": destination = try reader.value()
@@ -31,13 +31,13 @@ enum BackupCommand {
       case "--help", "-h":
         print(usage)
         return .success
-      case let option where option.hasPrefix("-"): throw CLIError(.usage, "unknown option \(option)\n\(usage)")
+      case let option where option.hasPrefix("-"): throw CLIError(.usage, "unknown option \(option)")
       default: positional.append(argument)
       }
     }
-    guard positional.count == 1 else { throw CLIError(.usage, "give one MOUNT\n\(usage)") }
+    guard positional.count == 1 else { throw CLIError(.usage, "give one MOUNT") }
     guard dryRun == (destination == nil) else {
-      throw CLIError(.usage, dryRun ? "--dry-run writes nothing: drop --to\n\(usage)" : "say where: --to DIR\n\(usage)")
+      throw CLIError(.usage, dryRun ? "--dry-run writes nothing: drop --to" : "say where: --to DIR")
     }
     let mount = positional[0]
     let app = bundleID ?? defaultBundleID(for: mount)

@@ -23,7 +23,7 @@ enum ControlCommands {
     let usage = "usage: appbox status [--json | --descriptors] MOUNTPOINT"
     let json = arguments.contains("--json")
     let descriptors = arguments.contains("--descriptors")
-    if json && descriptors { throw CLIError(.usage, usage) }
+    if json && descriptors { throw CLIError(.usage, "--json and --descriptors: give one of them") }
     let mountpoint = try single(arguments.filter { $0 != "--json" && $0 != "--descriptors" }, usage: usage)
     if descriptors { return try printDescriptors(of: mountpoint) }
     let reply = try ControlClient.send("status", to: try ControlClient.target(mountpoint))
@@ -62,7 +62,7 @@ enum ControlCommands {
     var all = false
     var olderThan: Double?
     var positional: [String] = []
-    var reader = ArgumentReader(arguments, usage: usage)
+    var reader = ArgumentReader(arguments)
     while let argument = reader.next() {
       switch argument {
       case "--bytes":
@@ -76,8 +76,9 @@ enum ControlCommands {
         domain = text
       case "--all": all = true
       case "--older-than": olderThan = try MountRequest.duration("--older-than", try reader.value())
+      case "--help", "-h": throw CLIError(.success, usage)
       default:
-        if argument.hasPrefix("-") { throw CLIError(.usage, "unknown option \(argument)\n\(usage)") }
+        if argument.hasPrefix("-") { throw CLIError(.usage, "unknown option \(argument)") }
         positional.append(argument)
       }
     }
@@ -87,7 +88,7 @@ enum ControlCommands {
     case (let bytes?, nil, false, nil): request = "purge bytes \(bytes)"
     case (nil, let age?, false, _): request = "purge older-than \(age)" + (domain.map { " \($0)" } ?? "")
     case (nil, nil, true, let domain?): request = "purge domain \(domain)"
-    default: throw CLIError(.usage, "choose one of --bytes, --domain D --all, --older-than\n\(usage)")
+    default: throw CLIError(.usage, "choose one of --bytes, --domain D --all, --older-than")
     }
     // A large purge takes as long as its unlinks: no timeout; on a terminal, its progress.
     let terminal = TerminalProgress()
@@ -159,12 +160,13 @@ enum ControlCommands {
   static func protect(_ arguments: [String]) throws(CLIError) -> ExitCode {
     let usage = "usage: appbox protect PATH --class CLASS"
     guard let flag = arguments.firstIndex(of: "--class"), flag + 1 < arguments.count else {
-      throw CLIError(.usage, usage)
+      if arguments.contains("--help") || arguments.contains("-h") { throw CLIError(.success, usage) }
+      throw CLIError(.usage, arguments.contains("--class") ? "--class needs a value" : "--class CLASS is missing")
     }
     let name = arguments[flag + 1]
     var rest = arguments
     rest.removeSubrange(flag...(flag + 1))
-    let path = try single(rest, usage: usage)
+    let path = try single(rest, usage: usage, what: "PATH")
     guard let protectionClass = ProtectionClass(parsing: name) else {
       throw CLIError(.badValue, "unknown class \(name): \(ProtectionClassNames.help)")
     }
@@ -196,12 +198,17 @@ enum ControlCommands {
     }
   }
 
-  static func single(_ arguments: [String], usage: String) throws(CLIError) -> String {
+  /// The one argument `arguments` must hold, `what` (a MOUNTPOINT); `usage` answers
+  /// `--help`.
+  static func single(_ arguments: [String], usage: String, what: String = "MOUNTPOINT") throws(CLIError) -> String {
     if let option = arguments.first(where: { $0.hasPrefix("-") }) {
       if option == "--help" || option == "-h" { throw CLIError(.success, usage) }
-      throw CLIError(.usage, "unknown option \(option)\n\(usage)")
+      throw CLIError(.usage, "unknown option \(option)")
     }
-    guard arguments.count == 1 else { throw CLIError(.usage, usage) }
+    guard arguments.count == 1 else {
+      throw CLIError(
+        .usage, arguments.isEmpty ? "missing \(what)" : "too many arguments: \(arguments.joined(separator: " "))")
+    }
     return arguments[0]
   }
 }

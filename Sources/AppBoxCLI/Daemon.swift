@@ -15,6 +15,7 @@ struct Daemon {
     configuration.passthrough = request.passthrough
     configuration.busyPollMicroseconds =
       request.busyPollMicroseconds ?? FuseConfiguration.defaultBusyPoll(availableCPUs: ResourceLimits.availableCPUs)
+    configuration.maxRead = request.maxRead ?? 0
     do {
       (session, filesystem) = try start(configuration)
     } catch {
@@ -23,16 +24,30 @@ struct Daemon {
       ReadinessPipe.send(DaemonFailure(code: error.code, message: error.message).line, to: fd)
       return error.code
     }
-    if let fd = request.readyFD {
-      detachOutput()
-      ReadinessPipe.send("ready\n", to: fd)
+    // Ready only once the kernel has taken the answer to INIT: a mount that fails there
+    // (an option libfuse refuses only then) is reported as failed, not as ready.
+    let readyFD = request.readyFD
+    if readyFD != nil { detachOutput() }
+    let result = session.run(configuration: configuration) {
+      if let readyFD { ReadinessPipe.send("ready\n", to: readyFD) }
     }
-    let result = session.run(configuration: configuration)
     filesystem.unmounted()
     session.unmount()
-    try? Sys.unlink(files.pid)  // gone already, or the next mount replaces it
-    try? Sys.unlink(files.socket)
-    return result < 0 ? .failure : .success
+    Self.remove(files.pid)
+    Self.remove(files.socket)
+    switch session.initialization {
+    case .done: return result < 0 ? .failure : .success
+    case .failed(let error):
+      let message =
+        "FUSE INIT failed (\(error)): the kernel and libfuse did not agree; nothing is mounted"
+        + (readyFD == nil ? "" : " (libfuse's reason is in \(files.log))")
+      if let readyFD { ReadinessPipe.send(DaemonFailure(code: .osError, message: message).line, to: readyFD) }
+      throw CLIError(.osError, message)
+    case .pending:
+      let message = "the session ended before FUSE INIT; nothing is mounted"
+      if let readyFD { ReadinessPipe.send(DaemonFailure(code: .osError, message: message).line, to: readyFD) }
+      throw CLIError(.osError, message)
+    }
   }
 
   /// Sets up the filesystem and the session, and mounts.
@@ -62,7 +77,9 @@ struct Daemon {
         "cannot set up the sandbox in \(backing): \(error) (a fixed directory such as Documents must be a directory, not a file or symlink)"
       )
     }
-    var options = ["default_permissions", "fsname=appbox", "subtype=appbox"]
+    // The type fuse.appbox (subtype) is how appbox tells its mounts apart; the source
+    // (fsname) is the user's to choose.
+    var options = ["default_permissions", "fsname=\(request.fsname ?? "appbox")", "subtype=appbox"]
     if Sys.effectiveUID == 0 { options.append("allow_other") }
     for option in request.fuseOptions where !options.contains(option) { options.append(option) }
     let session: FuseSession
@@ -84,7 +101,7 @@ struct Daemon {
     do {
       try session.mount(request.mountpoint)
     } catch {
-      try? Sys.unlink(files.pid)  // this daemon ends here; a stale file names no live one
+      Self.remove(files.pid)  // this daemon ends here
       throw CLIError(
         .osError,
         "the kernel refused to mount on \(request.mountpoint) (see the message above; allow_other without root needs user_allow_other in /etc/fuse.conf)"
@@ -106,11 +123,30 @@ struct Daemon {
     return IndexProgressLines { line, isFinal in isFinal ? terminal.finish(line) : terminal.update(line) }
   }
 
-  /// After readiness: standard output and error go to the mount's log file.
+  /// Removes one of the daemon's runtime files at its end. One already gone is what was
+  /// wanted; one left behind (an error, said on standard error, the log) is replaced by
+  /// the next mount and names no live daemon, which ``ControlClient`` checks.
+  private static func remove(_ path: String) {
+    do { try Sys.unlink(path) } catch  where error != .noEntry {
+      FileHandle.standardError.write(Data("appbox: cannot remove \(path): \(error)\n".utf8))
+    } catch {}
+  }
+
+  /// Before serving: standard output and error go to the mount's log file. Without a log
+  /// (it cannot be opened, or a descriptor cannot be replaced) output goes where it went,
+  /// the terminal of `appbox mount`, which says nothing worse than losing it.
   private func detachOutput() {
-    guard let fd = try? Sys.open(files.log, O_WRONLY | O_CREAT | O_APPEND, 0o600) else { return }
-    try? Sys.dup2(fd, 1)  // without a log, output goes where it went
-    try? Sys.dup2(fd, 2)
-    Sys.close(fd)
+    let fd: Int32
+    do { fd = try Sys.open(files.log, O_WRONLY | O_CREAT | O_APPEND, 0o600) } catch {
+      FileHandle.standardError.write(Data("appbox: cannot open the daemon's log \(files.log): \(error)\n".utf8))
+      return
+    }
+    defer { Sys.close(fd) }
+    do {
+      try Sys.dup2(fd, 1)
+      try Sys.dup2(fd, 2)
+    } catch {
+      FileHandle.standardError.write(Data("appbox: cannot send output to \(files.log): \(error)\n".utf8))
+    }
   }
 }

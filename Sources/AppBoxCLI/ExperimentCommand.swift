@@ -142,14 +142,14 @@ enum ExperimentCommand {
   static func parse(_ arguments: [String]) throws(CLIError) -> Plan {
     if arguments.first == "--help" || arguments.first == "-h" { throw CLIError(.success, usage) }
     guard let separator = arguments.firstIndex(of: "--") else {
-      throw CLIError(.usage, "missing -- before the program\n\(usage)")
+      throw CLIError(.usage, "missing -- before the program")
     }
     var plan = Plan()
     plan.program = Array(arguments[(separator + 1)...])
     guard let name = plan.program.first, !name.isEmpty else {
-      throw CLIError(.usage, "missing PROGRAM after --\n\(usage)")
+      throw CLIError(.usage, "missing PROGRAM after --")
     }
-    var reader = ArgumentReader(Array(arguments[..<separator]), usage: usage)
+    var reader = ArgumentReader(Array(arguments[..<separator]))
     var capacitiesGiven = false
     while let argument = reader.next() {
       switch argument {
@@ -176,15 +176,15 @@ enum ExperimentCommand {
       case "--events-dir": plan.eventsDirectory = try directory("--events-dir", try reader.value())
       case "--output": plan.output = try reader.value()
       case "--capacity", "--backing", "--foreground", "-f", "--ready-fd", "--help", "-h":
-        throw CLIError(.usage, "\(argument) does not apply to appbox experiment\n\(usage)")
+        throw CLIError(.usage, "\(argument) does not apply to appbox experiment")
       default:
         plan.mountOptions.append(argument)
         if RunPlan.valueOptions.contains(argument) { plan.mountOptions.append(try reader.value()) }
       }
     }
-    guard capacitiesGiven else { throw CLIError(.usage, "--capacities is missing\n\(usage)") }
+    guard capacitiesGiven else { throw CLIError(.usage, "--capacities is missing") }
     if !plan.policies.isEmpty && plan.mountOptions.contains("--purge-policy") {
-      throw CLIError(.usage, "--purge-policy and --purge-policies: give one of them\n\(usage)")
+      throw CLIError(.usage, "--purge-policy and --purge-policies: give one of them")
     }
     _ = try MountRequest.parse(plan.mountOptions + ["/"])  // the mount options, checked now
     return plan

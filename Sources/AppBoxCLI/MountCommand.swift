@@ -8,38 +8,101 @@ import Posix
 /// this process with `--foreground`.
 enum MountCommand {
   static func run(_ arguments: [String]) throws(CLIError) -> ExitCode {
-    var request = try MountRequest.parse(arguments)
+    // --fstab: print the fstab line for the other options instead of mounting.
+    let printsFstab = arguments.contains("--fstab")
+    var request = try MountRequest.parse(arguments.filter { $0 != "--fstab" })
+    if printsFstab {
+      let mountpoint = absolute(request.mountpoint)
+      print(
+        MountOptions.fstabLine(
+          request, backing: request.backing.map(absolute) ?? defaultBacking(for: mountpoint), mountpoint: mountpoint))
+      return .success
+    }
     request.readyFD = try ReadinessHandshake.inherited()
-    let mountpoint = try checkedMountpoint(request.mountpoint)
+    let mountpoint = try checkedMountpoint(request.mountpoint, nonempty: request.nonempty)
     request.mountpoint = mountpoint
     try checkFuseDevice()
     let backing = try checkedBacking(request.backing, mountpoint: mountpoint)
+    // With no --backing the data goes to a directory the user never named: say which.
+    let notice =
+      request.backing == nil
+      ? "appbox: the data of \(mountpoint) lives in \(backing) (the default backing directory; --backing DIR chooses another)\n"
+      : nil
     request.backing = backing
     let runtime = try RuntimeDirectory.current()
     runtime.pruneOldLogs()
     let files = runtime.files(for: mountpoint)
-    if request.foreground || request.readyFD != nil {
+    if request.readyFD != nil { return try Daemon(request: request, files: files).run() }
+    if request.foreground {
+      if let notice { FileHandle.standardError.write(Data(notice.utf8)) }
       return try Daemon(request: request, files: files).run()
     }
-    return try startInBackground(request, arguments: arguments, files: files)
+    let code = try startInBackground(request, arguments: arguments, files: files)
+    if let notice { FileHandle.standardError.write(Data(notice.utf8)) }
+    return code
   }
 
-  /// Resolves the mountpoint and refuses a missing one, a non-directory, or a busy one:
-  /// one where a FUSE filesystem (AppBox or another) is mounted. Other mounts (a bind
-  /// mount, a volume, a tmpfs) are mounted over, as mount(8) does, and show again after the
-  /// unmount: a container's volume is always a mount.
-  static func checkedMountpoint(_ path: String) throws(CLIError) -> String {
-    guard let absolute = try? Sys.realpath(path) else {
-      throw CLIError(.noInput, "mountpoint \(path) does not exist: create it first (mkdir -p \(path))")
+  /// `path` made absolute against the working directory (not resolved: it need not exist).
+  static func absolute(_ path: String) -> String {
+    path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path
+  }
+
+  /// The backing directory a mount at `mountpoint` gets without `--backing`:
+  /// `$XDG_DATA_HOME/appbox/containers/NAME`, NAME being the mountpoint's last component.
+  static func defaultBacking(for mountpoint: String) -> String {
+    let environment = ProcessInfo.processInfo.environment
+    let dataHome =
+      environment["XDG_DATA_HOME"].flatMap { $0.hasPrefix("/") ? $0 : nil }
+      ?? ((environment["HOME"] ?? NSHomeDirectory()) + "/.local/share")
+    let name = mountpoint == "/" ? "root" : (mountpoint as NSString).lastPathComponent
+    return dataHome + "/appbox/containers/" + name
+  }
+
+  /// Resolves the mountpoint and refuses a missing one, a non-directory, a busy one (one
+  /// where a FUSE filesystem, AppBox or another, is mounted), and, unless `nonempty`, one
+  /// with entries, which the mount would hide until the unmount. Other mounts (a bind
+  /// mount, a volume, a tmpfs) are mounted over, as mount(8) does, and show again after
+  /// the unmount: a container's volume is always a mount.
+  static func checkedMountpoint(_ path: String, nonempty: Bool) throws(CLIError) -> String {
+    let absolute: String
+    do { absolute = try Sys.realpath(path) } catch {
+      throw CLIError(
+        .noInput,
+        error == .noEntry
+          ? "mountpoint \(path) does not exist: create it first (mkdir -p \(path))" : "mountpoint \(path): \(error)")
     }
-    guard let st = try? Sys.statPath(absolute), st.st_mode & S_IFMT == S_IFDIR else {
-      throw CLIError(.noInput, "mountpoint \(path) is not a directory")
-    }
-    if let mount = try MountTable.mount(at: absolute), mount.type == "fuse" || mount.type.hasPrefix("fuse.") {
+    let st: stat
+    do { st = try Sys.statPath(absolute) } catch { throw CLIError(.noInput, "mountpoint \(path): \(error)") }
+    guard st.st_mode & S_IFMT == S_IFDIR else { throw CLIError(.noInput, "mountpoint \(path) is not a directory") }
+    if let mount = try MountTable.mount(at: absolute), mount.isFUSE {
       throw CLIError(
         .busy, "\(absolute) is already mounted (\(mount.type)); unmount it first (appbox unmount \(absolute))")
     }
+    if !nonempty {
+      let entry: String?
+      do { entry = try firstEntry(of: absolute) } catch {
+        throw CLIError(
+          .noInput, "cannot list \(absolute) to check that it is empty (\(error)); --nonempty mounts over it as it is")
+      }
+      if let entry {
+        throw CLIError(
+          .noInput,
+          "\(absolute) is not empty (it holds \(entry)): the mount would hide its entries until the unmount. Mount on an empty directory, or give --nonempty (-o nonempty) to mount over them"
+        )
+      }
+    }
     return absolute
+  }
+
+  /// The name of one entry of the directory `path` other than `.` and `..`, nil when
+  /// there is none.
+  static func firstEntry(of path: String) throws(Errno) -> String? {
+    let stream = try DirectoryStream(fd: try Sys.open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC))
+    while let item = try stream.next() {
+      let name = String(cString: item.name)
+      if name != "." && name != ".." { return name }
+    }
+    return nil
   }
 
   /// Refuses to go on without a usable `/dev/fuse`.
@@ -62,23 +125,24 @@ enum MountCommand {
     if let given {
       path = given
     } else {
-      let environment = ProcessInfo.processInfo.environment
-      let dataHome =
-        environment["XDG_DATA_HOME"].flatMap { $0.hasPrefix("/") ? $0 : nil }
-        ?? ((environment["HOME"] ?? NSHomeDirectory()) + "/.local/share")
-      let name = mountpoint == "/" ? "root" : (mountpoint as NSString).lastPathComponent
-      path = dataHome + "/appbox/containers/" + name
+      path = defaultBacking(for: mountpoint)
       do {
         try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
       } catch {
         throw CLIError(.noInput, "cannot create the default backing directory \(path): \(error.localizedDescription)")
       }
     }
-    guard let absolute = try? Sys.realpath(path) else {
+    let absolute: String
+    do { absolute = try Sys.realpath(path) } catch {
       throw CLIError(
-        .noInput, "backing directory \(path) does not exist: create it, or leave out --backing for the default")
+        .noInput,
+        error == .noEntry
+          ? "backing directory \(path) does not exist: create it, or leave out --backing for the default"
+          : "backing directory \(path): \(error)")
     }
-    guard let st = try? Sys.statPath(absolute), st.st_mode & S_IFMT == S_IFDIR else {
+    let st: stat
+    do { st = try Sys.statPath(absolute) } catch { throw CLIError(.noInput, "backing directory \(path): \(error)") }
+    guard st.st_mode & S_IFMT == S_IFDIR else {
       throw CLIError(.noInput, "backing directory \(path) is not a directory")
     }
     do { try Sys.access(absolute, R_OK | W_OK | X_OK) } catch {

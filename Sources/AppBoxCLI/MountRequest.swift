@@ -1,7 +1,9 @@
 import AppBoxFS
+import Posix
 import SandboxPolicy
 
-/// What `appbox mount` was asked to do, parsed and validated (nothing touched yet).
+/// What `appbox mount` was asked to do, parsed and validated (nothing touched yet). The
+/// options come from ``MountOptions/all``.
 struct MountRequest {
   /// The mountpoint as given.
   var mountpoint: String = ""
@@ -9,8 +11,16 @@ struct MountRequest {
   var backing: String?
   /// Stay attached instead of going to the background.
   var foreground = false
-  /// Extra FUSE mount options (validated against ``MountRequest/knownOptions``).
+  /// Mount over a directory that has entries (`--nonempty`, `-o nonempty`): AppBox's
+  /// own check, as libfuse 3 has none.
+  var nonempty = false
+  /// FUSE options for libfuse, as the table spells them (`allow_other`, `max_read=N`).
   var fuseOptions: [String] = []
+  /// The mount's source (`-o fsname=`), nil for `appbox`.
+  var fsname: String?
+  /// The largest read request (`-o max_read=`), which libfuse needs both as a mount
+  /// option and in the INIT reply; nil for the kernel's.
+  var maxRead: UInt32?
   /// Internal: the pipe to report readiness on, inherited from the background parent
   /// (``ReadinessHandshake``); never taken from the command line.
   var readyFD: Int32?
@@ -21,141 +31,68 @@ struct MountRequest {
   /// Microseconds the daemon polls for a program's next request before it sleeps (nil:
   /// the default for the CPUs the daemon may run on).
   var busyPollMicroseconds: UInt32?
+  /// Each option given, in its `-o` form and in order (the fstab form); `--backing` and
+  /// `--foreground` have none.
+  var oItems: [String] = []
+
   /// The largest `--busy-poll` accepted.
   static let busyPollLimit: UInt32 = 1000
-
-  /// FUSE options a user may pass with `-o` (libfuse and kernel options that make sense
-  /// for AppBox). `default_permissions` is always on.
-  static let knownOptions: Set<String> = [
-    "allow_other", "allow_root", "auto_unmount", "default_permissions", "ro", "rw", "nosuid", "suid", "nodev", "dev",
-    "noexec", "exec", "noatime", "atime", "relatime", "sync", "async", "dirsync", "debug",
-  ]
-  /// Options with a value (`name=value`).
-  static let knownValueOptions: Set<String> = ["max_read"]
-  /// Options AppBox sets itself: `fsname=appbox,subtype=appbox` is how `appbox` finds its
-  /// mounts (type `fuse.appbox`) to control them.
-  static let reservedOptions: Set<String> = ["fsname", "subtype"]
   /// The smallest `--capacity`: room for the layout's directories and some files.
   static let minimumCapacity: Int64 = 1 << 20
   /// The most forgotten nodes `--handles` may retain (slots are 32-bit).
   static let handlesLimit = 1 << 30
-
   /// The longest duration an option takes (100 years, in seconds).
   static let maximumDuration: Double = 36_500 * 86_400
 
-  static let usage = """
-    usage: appbox mount [OPTIONS] MOUNTPOINT
+  /// `appbox mount --help`.
+  static var usage: String { MountOptions.usage }
 
-      --backing DIR               where the sandbox's data lives (default:
-                                  $XDG_DATA_HOME/appbox/containers/NAME, NAME = the mountpoint's last component)
-      --foreground                stay attached (default: return once the mount is ready)
-      -o OPTIONS                  FUSE options, e.g. -o allow_other
-      --capacity SIZE             the sandbox's capacity, e.g. 500M, 2G (default 4G, at least 1M)
-      --bfu                       start before the first unlock (BFU) instead of UNLOCKED
-      --grace DURATION            GRACE after a lock, e.g. 10s, 0 (default 10s)
-      --cx-timeout DURATION       locked time before completeWhenUserInactive closes (default 60s)
-      --default-protection CLASS  class of new items without a parent class (default
-                                  completeUntilFirstUserAuthentication)
-      --purge-at PERCENT          background purge above this usage, e.g. 90%
-      --purge-to PERCENT          ... down to this usage (default: purge-at minus 10 points)
-      --tmp-max-age DURATION      purge tmp entries unused for longer, e.g. 3d
-      --usage-interval DURATION   log a usage sample at most this often, when it changed
-                                  (default 1s; 0 = only at mount, resize and unmount)
-      --purge-policy POLICY       purge order within a domain and urgency: lru (default),
-                                  fifo (oldest first, uses do not count), largest
-      --no-passthrough            serve every read through the daemon (default: the
-                                  kernel reads files opened read-only straight from
-                                  the backing file, Linux 6.9+ as root)
-      --handles COUNT             forgotten files whose file handles (name_to_handle_at,
-                                  NFS) stay valid, least recently forgotten dropped
-                                  first (default 262144, about 120 bytes each; 0 = none)
-      --busy-poll MICROSECONDS    while a program's requests come back to back, poll
-                                  this long for the next before sleeping (default 30,
-                                  or 0 on a single CPU; 0 = never, at most 1000)
-
-    DURATION is e.g. 10s, 5m, 2h, 3d or 1h30m, at most 36500d.
-    """
+  /// A request while its options are applied, with what only the whole command line
+  /// decides.
+  struct Draft {
+    /// The request so far.
+    var request = MountRequest()
+    /// `--purge-at`, checked against `--purge-to` at the end.
+    var purgeAt: Percentage?
+    /// `--purge-to`.
+    var purgeTo: Percentage?
+  }
 
   /// Parses the arguments after `mount`.
-  static func parse(_ arguments: [String]) throws(CLIError) -> MountRequest {
-    var request = MountRequest()
+  /// - Parameter isRoot: whether the caller may set root's options (`suid`, `dev`).
+  /// - Throws: 64 for an unknown option, a missing value or a wrong number of
+  ///   arguments, 65 for a bad value, 77 for root's option set by another user.
+  static func parse(_ arguments: [String], isRoot: Bool = Sys.effectiveUID == 0) throws(CLIError) -> MountRequest {
+    var draft = Draft()
     var positional: [String] = []
-    var purgeAt: Percentage?
-    var purgeTo: Percentage?
-    var index = 0
-    func value(_ flag: String) throws(CLIError) -> String {
-      index += 1
-      guard index < arguments.count else { throw CLIError(.usage, "\(flag) needs a value\n\(usage)") }
-      return arguments[index]
-    }
-    while index < arguments.count {
-      let argument = arguments[index]
-      switch argument {
-      case "--backing": request.backing = try value(argument)
-      case "--foreground", "-f": request.foreground = true
-      case "-o": request.fuseOptions += try parseOptions(try value(argument))
-      case "--capacity":
-        let text = try value(argument)
-        do { request.sandbox.capacity = try ByteCount.parse(text).bytes } catch {
-          throw CLIError(.badValue, "--capacity \(text): \(error)")
+    var reader = ArgumentReader(arguments)
+    while let argument = reader.next() {
+      if argument == "--help" || argument == "-h" { throw CLIError(.success, usage) }
+      if argument == "-o" {
+        try draft.applyList(try reader.value(), isRoot: isRoot)
+      } else if argument.hasPrefix("-o"), argument.count > 2 {
+        try draft.applyList(String(argument.dropFirst(2)), isRoot: isRoot)
+      } else if argument.hasPrefix("-"), argument != "-" {
+        let (flag, inline) = splitFlag(argument)
+        guard let option = MountOptions.option(flag: flag) else { throw CLIError(.usage, "unknown option \(argument)") }
+        switch option.value {
+        case .none:
+          guard inline == nil else { throw CLIError(.usage, "\(flag) takes no value") }
+          try draft.apply(option, nil, given: flag, isRoot: isRoot)
+        case .required:
+          var value = inline ?? ""
+          if inline == nil { value = try reader.value() }
+          try draft.apply(option, value, given: inline == nil ? "\(flag) \(value)" : argument, isRoot: isRoot)
         }
-        guard request.sandbox.capacity >= minimumCapacity else {
-          throw CLIError(
-            .badValue, "--capacity \(text): too small, the minimum is \(ByteCount(minimumCapacity).formatted) (1M)")
-        }
-      case "--unlocked": request.sandbox.startUnlocked = true  // the default, kept for old scripts
-      case "--bfu": request.sandbox.startUnlocked = false
-      case "--no-passthrough": request.passthrough = false
-      case "--busy-poll":
-        let text = try value(argument)
-        guard let microseconds = UInt32(text), microseconds <= busyPollLimit else {
-          throw CLIError(.badValue, "--busy-poll \(text): not a number of microseconds from 0 to \(busyPollLimit)")
-        }
-        request.busyPollMicroseconds = microseconds
-      case "--handles":
-        let text = try value(argument)
-        guard let count = Int(text), count >= 0, count <= handlesLimit else {
-          throw CLIError(.badValue, "--handles \(text): not a count from 0 to \(handlesLimit)")
-        }
-        request.sandbox.retainedHandles = count
-      case "--grace": request.sandbox.gracePeriod = try duration(argument, try value(argument))
-      case "--cx-timeout": request.sandbox.inactivityTimeout = try duration(argument, try value(argument))
-      case "--tmp-max-age": request.sandbox.tmpMaxAge = try duration(argument, try value(argument))
-      case "--usage-interval": request.sandbox.usageInterval = try duration(argument, try value(argument))
-      case "--purge-policy":
-        let text = try value(argument)
-        guard let policy = PurgePolicy(parsing: text) else {
-          throw CLIError(.badValue, "--purge-policy \(text): use one of \(PurgePolicy.names)")
-        }
-        request.sandbox.purgePolicy = policy
-      case "--default-protection":
-        let text = try value(argument)
-        guard let parsed = ProtectionClass(parsing: text) else {
-          throw CLIError(.badValue, "--default-protection \(text): unknown class (\(ProtectionClassNames.help))")
-        }
-        request.sandbox.defaultProtection = parsed
-      case "--purge-at": purgeAt = try percentage(argument, try value(argument))
-      case "--purge-to": purgeTo = try percentage(argument, try value(argument))
-      case "--help", "-h": throw CLIError(.success, usage)
-      default:
-        if argument.hasPrefix("-o"), argument.count > 2 {
-          request.fuseOptions += try parseOptions(String(argument.dropFirst(2)))
-        } else if argument.hasPrefix("--backing=") {
-          request.backing = String(argument.dropFirst("--backing=".count))
-        } else if argument.hasPrefix("-") && argument != "-" {
-          throw CLIError(.usage, "unknown option \(argument)\n\(usage)")
-        } else {
-          positional.append(argument)
-        }
+      } else {
+        positional.append(argument)
       }
-      index += 1
     }
     guard positional.count == 1 else {
       throw CLIError(
-        .usage,
-        (positional.isEmpty ? "missing MOUNTPOINT" : "too many arguments: \(positional.joined(separator: " "))")
-          + "\n\(usage)")
+        .usage, positional.isEmpty ? "missing MOUNTPOINT" : "too many arguments: \(positional.joined(separator: " "))")
     }
+    var request = draft.request
     request.mountpoint = positional[0]
     // Access times: the last of noatime, atime and relatime counts. relatime is what the
     // kernel does without noatime, and libfuse knows neither it nor atime, so only an
@@ -165,63 +102,98 @@ struct MountRequest {
     request.fuseOptions.removeAll { atimeOptions.contains($0) && !($0 == "noatime" && request.sandbox.noAccessTime) }
     // The kernel's passthrough reads update the backing file's access time.
     if request.sandbox.noAccessTime { request.passthrough = false }
-    if request.backing == "" { throw CLIError(.usage, "--backing needs a directory") }
-    if let purgeAt {
-      let low = purgeTo ?? Percentage(max(0, purgeAt.value - 10))
+    if let purgeAt = draft.purgeAt {
+      let low = draft.purgeTo ?? Percentage(max(0, purgeAt.value - 10))
       do { request.sandbox.waterMarks = try WaterMarks(high: purgeAt, low: low) } catch {
         throw CLIError(.badValue, "--purge-at/--purge-to: \(error)")
       }
-    } else if purgeTo != nil {
+    } else if draft.purgeTo != nil {
       throw CLIError(.usage, "--purge-to needs --purge-at")
     }
     return request
   }
 
+  /// `--name=value` as the flag and its value; any other argument as itself and nil.
+  static func splitFlag(_ argument: String) -> (flag: String, value: String?) {
+    guard argument.hasPrefix("--"), let equals = argument.firstIndex(of: "=") else { return (argument, nil) }
+    return (String(argument[..<equals]), String(argument[argument.index(after: equals)...]))
+  }
+
+  /// A capacity option's value in bytes, at least ``minimumCapacity``.
+  static func capacity(_ given: String, _ text: String) throws(CLIError) -> Int64 {
+    let bytes: Int64
+    do { bytes = try ByteCount.parse(text).bytes } catch {
+      throw CLIError(.badValue, "\(given): \(error)")
+    }
+    guard bytes >= minimumCapacity else {
+      throw CLIError(.badValue, "\(given): too small, the minimum is \(ByteCount(minimumCapacity).formatted) (1M)")
+    }
+    return bytes
+  }
+
   /// A duration option's value in seconds, at most ``maximumDuration``.
   static func duration(_ flag: String, _ text: String) throws(CLIError) -> Double {
+    try seconds(text, given: "\(flag) \(text)")
+  }
+
+  /// A duration's seconds, at most ``maximumDuration``; `given` is the option as written,
+  /// for the message.
+  static func seconds(_ text: String, given: String) throws(CLIError) -> Double {
     let seconds: Double
     do { seconds = try DurationText.parse(text) } catch {
-      throw CLIError(.badValue, "\(flag) \(text): \(error)")
+      throw CLIError(.badValue, "\(given): \(error)")
     }
     guard seconds.isFinite, seconds >= 0, seconds <= maximumDuration else {
-      throw CLIError(.badValue, "\(flag) \(text): too long, the longest is 36500d (100 years)")
+      throw CLIError(.badValue, "\(given): too long, the longest is 36500d (100 years)")
     }
     return seconds
   }
 
-  static func percentage(_ flag: String, _ text: String) throws(CLIError) -> Percentage {
+  /// A percentage option's value; `given` is the option as written, for the message.
+  static func percentage(_ given: String, _ text: String) throws(CLIError) -> Percentage {
     do { return try Percentage.parse(text) } catch {
-      throw CLIError(.badValue, "\(flag) \(text): \(error)")
+      throw CLIError(.badValue, "\(given): \(error)")
     }
   }
+}
 
-  /// Splits and checks a comma-separated `-o` list.
-  static func parseOptions(_ list: String) throws(CLIError) -> [String] {
-    var options: [String] = []
-    for option in list.split(separator: ",", omittingEmptySubsequences: true).map(String.init) {
-      if let equals = option.firstIndex(of: "=") {
-        let name = String(option[..<equals])
-        let value = option[option.index(after: equals)...]
-        if reservedOptions.contains(name) {
-          throw CLIError(
-            .usage,
-            "-o \(option): AppBox sets fsname and subtype itself (appbox finds its mounts by them); leave it out")
-        }
-        guard knownValueOptions.contains(name), !value.isEmpty else {
-          throw CLIError(
-            .usage,
-            "unknown or empty mount option -o \(option) (known with a value: \(knownValueOptions.sorted().joined(separator: ", ")))"
-          )
-        }
-        guard (UInt32(value) ?? 0) > 0 else {
-          throw CLIError(.badValue, "-o \(option): not a number of bytes from 1 to \(UInt32.max)")
-        }
-      } else if !knownOptions.contains(option) {
+extension MountRequest.Draft {
+  /// Applies one option after checking who may set it; records its `-o` form.
+  mutating func apply(_ option: MountOption, _ value: String?, given: String, isRoot: Bool) throws(CLIError) {
+    switch option.access {
+    case .anyone: break
+    case .root:
+      guard isRoot else {
         throw CLIError(
-          .usage, "unknown mount option -o \(option) (known: \(knownOptions.sorted().joined(separator: ", ")))")
+          .noPermission,
+          "\(given): only root may set it (a FUSE mount by another user is always nosuid,nodev); leave it out"
+            + " (mount -t and fstab: mount.fuse3 asks for suid,dev unless the line says nosuid,nodev)")
       }
-      options.append(option)
+    case .nobody(let reason):
+      throw CLIError(.usage, "\(given): \(reason); leave it out")
     }
-    return options
+    try option.apply(&self, value, given)
+    if option.hasOForm { request.oItems.append(value.map { "\(option.name)=\($0)" } ?? option.name) }
+  }
+
+  /// Applies a comma-separated `-o` list: AppBox's options and FUSE's.
+  mutating func applyList(_ list: String, isRoot: Bool) throws(CLIError) {
+    for item in list.split(separator: ",", omittingEmptySubsequences: true) {
+      let equals = item.firstIndex(of: "=")
+      let name = equals.map { item[..<$0] } ?? item
+      let value = equals.map { String(item[item.index(after: $0)...]) }
+      guard let option = MountOptions.option(oName: name) else {
+        throw CLIError(.usage, "unknown mount option -o \(item)")
+      }
+      switch (option.value, value) {
+      case (.none, nil): break
+      case (.none, .some): throw CLIError(.usage, "-o \(name) takes no value")
+      case (.required(let placeholder), let value):
+        guard let value, !value.isEmpty else {
+          throw CLIError(.usage, "-o \(name) needs a value (\(option.name)=\(placeholder))")
+        }
+      }
+      try apply(option, value, given: "-o \(item)", isRoot: isRoot)
+    }
   }
 }

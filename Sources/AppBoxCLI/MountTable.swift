@@ -6,6 +6,9 @@ import Posix
 
 /// Reads `/proc/self/mountinfo`, to its end (a `/proc` file comes a page per read).
 enum MountTable {
+  /// The filesystem type of every AppBox mount.
+  static let appboxType = "fuse.appbox"
+
   /// One mount: where, its filesystem type (e.g. `fuse.appbox`), and what the kernel
   /// recorded about it.
   struct Mount {
@@ -17,6 +20,16 @@ enum MountTable {
     let device: String
     /// The superblock's options; FUSE's include `user_id=` and `group_id=`.
     let superOptions: [String]
+
+    /// Whether it is a FUSE mount (AppBox's or another filesystem's).
+    var isFUSE: Bool { type == "fuse" || type.hasPrefix("fuse.") }
+
+    /// Whether it is an AppBox mount by its type, `fuse.appbox` (the subtype AppBox always
+    /// sets and refuses to let a user change). The type alone proves nothing about who
+    /// serves it: a command believes a daemon only after ``ControlClient`` has checked
+    /// its owner, runtime directory, pid file and peer (docs/reference.md#security). The
+    /// source (`fsname`) is the user's to choose and plays no part.
+    var isAppBox: Bool { type == MountTable.appboxType }
 
     /// For a FUSE mount: the user who mounted it (`user_id=`, which the kernel sets from
     /// the mounting process, so no one can claim another user's mount).

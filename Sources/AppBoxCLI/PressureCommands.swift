@@ -95,9 +95,9 @@ enum PressureCommands {
   ) {
     guard let index = arguments.firstIndex(of: flag) else {
       if arguments.contains("--help") || arguments.contains("-h") { throw CLIError(.success, usage) }
-      throw CLIError(.usage, "\(flag) is missing\n\(usage)")
+      throw CLIError(.usage, "\(flag) is missing")
     }
-    guard index + 1 < arguments.count else { throw CLIError(.usage, "\(flag) needs a value\n\(usage)") }
+    guard index + 1 < arguments.count else { throw CLIError(.usage, "\(flag) needs a value") }
     var rest = arguments
     let value = rest[index + 1]
     rest.removeSubrange(index...(index + 1))

@@ -18,9 +18,15 @@ enum ReadinessHandshake {
   static func inherited() throws(CLIError) -> Int32? {
     guard let value = ProcessInfo.processInfo.environment[variable] else { return nil }
     unsetenv(variable)
-    guard Int32(value) == descriptor, let st = try? Sys.fstat(descriptor), st.st_mode & S_IFMT == S_IFIFO else {
+    let isPipe: Bool
+    // EBADF: nothing open there, so no pipe either.
+    do { isPipe = try Sys.fstat(descriptor).st_mode & S_IFMT == S_IFIFO } catch { isPipe = false }
+    guard Int32(value) == descriptor, isPipe else {
       throw CLIError(.usage, "\(variable) is internal to appbox mount: unset it")
     }
+    // libfuse's fusermount3 (a user's mount, auto_unmount) must not inherit it: with
+    // auto_unmount it stays, and the waiting `appbox mount` would never see the pipe end.
+    ReadinessPipe.keepFromChildren(descriptor)
     return descriptor
   }
 }

@@ -20,14 +20,14 @@ enum ReportCommand {
     var eventsFile: String?
     var output: String?
     var positional: [String] = []
-    var reader = ArgumentReader(arguments, usage: usage)
+    var reader = ArgumentReader(arguments)
     while let argument = reader.next() {
       switch argument {
       case "--events": eventsFile = try reader.value()
       case "--output", "-o": output = try reader.value()
       case "--help", "-h": throw CLIError(.success, usage)
       default:
-        if argument.hasPrefix("-") && argument != "-" { throw CLIError(.usage, "unknown option \(argument)\n\(usage)") }
+        if argument.hasPrefix("-") && argument != "-" { throw CLIError(.usage, "unknown option \(argument)") }
         positional.append(argument)
       }
     }
@@ -44,7 +44,7 @@ enum ReportCommand {
       source = target.mountpoint
       bytes = try EventLogFile.read(target)
     default:
-      throw CLIError(.usage, "give a MOUNTPOINT or --events FILE (one of them)\n\(usage)")
+      throw CLIError(.usage, "give a MOUNTPOINT or --events FILE (one of them)")
     }
     let parsed = EventLogParser.parse(String(decoding: bytes, as: UTF8.self))
     if let output { try write(ReportPage.html(parsed, source: source), to: output) }

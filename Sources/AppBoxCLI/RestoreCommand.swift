@@ -18,7 +18,7 @@ enum RestoreCommand {
     var target: String?
     var bundleID: String?
     var positional: [String] = []
-    var reader = ArgumentReader(arguments, usage: usage)
+    var reader = ArgumentReader(arguments)
     while let argument = reader.next() {
       switch argument {
       case "--backing": target = try reader.value()
@@ -26,12 +26,12 @@ enum RestoreCommand {
       case "--help", "-h":
         print(usage)
         return .success
-      case let option where option.hasPrefix("-"): throw CLIError(.usage, "unknown option \(option)\n\(usage)")
+      case let option where option.hasPrefix("-"): throw CLIError(.usage, "unknown option \(option)")
       default: positional.append(argument)
       }
     }
-    guard positional.count == 1 else { throw CLIError(.usage, "give one BACKUP directory\n\(usage)") }
-    guard let target, !target.isEmpty else { throw CLIError(.usage, "say where: --backing DIR\n\(usage)") }
+    guard positional.count == 1 else { throw CLIError(.usage, "give one BACKUP directory") }
+    guard let target, !target.isEmpty else { throw CLIError(.usage, "say where: --backing DIR") }
     let restorer = BackupRestorer(backup: positional[0], progress: Sys.isTerminal(2))
     let (database, domains) = try restorer.open()
     let domain: String

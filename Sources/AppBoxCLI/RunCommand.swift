@@ -10,8 +10,9 @@ enum RunCommand {
 
       Runs PROGRAM inside a sandbox and exits with its status (128+N when signal N ended it).
       MOUNTPOINT already an AppBox mount: it is used as it is. Otherwise AppBox mounts
-      there (or, without MOUNTPOINT, at a private temporary directory) with the mount
-      options (appbox mount --help) and unmounts after the program. Without MOUNTPOINT and
+      there (an empty directory, or --nonempty) or, without MOUNTPOINT, at a private
+      temporary directory, with the mount options (appbox mount --help), and unmounts
+      after the program. Without MOUNTPOINT and
       --backing the data lives in a temporary backing directory that is deleted afterwards;
       with --backing alone, a mount of that backing directory is reused if there is one.
       A sandbox mounted for the run starts UNLOCKED (--bfu: before first unlock).
@@ -91,17 +92,17 @@ struct RunPlan {
   static func parse(_ arguments: [String]) throws(CLIError) -> RunPlan {
     if let first = arguments.first, first == "--help" || first == "-h" { throw CLIError(.success, RunCommand.usage) }
     guard let separator = arguments.firstIndex(of: "--") else {
-      throw CLIError(.usage, "missing -- before the program\n\(RunCommand.usage)")
+      throw CLIError(.usage, "missing -- before the program")
     }
     var options = Array(arguments[..<separator])
     let allowDeviceControl = options.contains("--allow-device-control")
     options.removeAll { $0 == "--allow-device-control" }
     let program = Array(arguments[(separator + 1)...])
     guard let name = program.first, !name.isEmpty else {
-      throw CLIError(.usage, "missing PROGRAM after --\n\(RunCommand.usage)")
+      throw CLIError(.usage, "missing PROGRAM after --")
     }
-    for flag in ["--foreground", "-f", "--ready-fd", "--help", "-h"] where options.contains(flag) {
-      throw CLIError(.usage, "\(flag) does not apply to appbox run\n\(RunCommand.usage)")
+    for flag in ["--foreground", "-f", "--fstab", "--ready-fd", "--help", "-h"] where options.contains(flag) {
+      throw CLIError(.usage, "\(flag) does not apply to appbox run")
     }
     // The mount parser wants exactly one MOUNTPOINT: as given, or a stand-in.
     let request: MountRequest
@@ -124,10 +125,7 @@ struct RunPlan {
 
 extension RunPlan {
   /// `appbox mount`'s options that take a value (the value is not the MOUNTPOINT).
-  static let valueOptions: Set<String> = [
-    "--backing", "-o", "--capacity", "--grace", "--cx-timeout", "--tmp-max-age", "--default-protection",
-    "--purge-at", "--purge-to", "--busy-poll", "--handles", "--usage-interval", "--purge-policy",
-  ]
+  static let valueOptions = MountOptions.flagsWithValue
 
   /// The mount options without their one positional argument (the MOUNTPOINT).
   static func withoutPositional(_ options: [String]) -> [String] {

@@ -13,11 +13,11 @@ enum UnmountCommand {
       case "--lazy", "-z": lazy = true
       case "--help", "-h": throw CLIError(.success, usage)
       default:
-        if argument.hasPrefix("-") { throw CLIError(.usage, "unknown option \(argument)\n\(usage)") }
+        if argument.hasPrefix("-") { throw CLIError(.usage, "unknown option \(argument)") }
         positional.append(argument)
       }
     }
-    guard positional.count == 1 else { throw CLIError(.usage, "missing or extra MOUNTPOINT\n\(usage)") }
+    guard positional.count == 1 else { throw CLIError(.usage, "missing or extra MOUNTPOINT") }
     let mountpoint = try ControlClient.ownedMount(positional[0]).path
     // The daemon to wait for, when it can be found (a mount whose daemon is gone can
     // still be unmounted).

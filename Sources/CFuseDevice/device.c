@@ -48,9 +48,11 @@ static struct {
   unsigned wanted;
   int device;
   _Atomic bool init_pending;   // until the INIT reply has been written
-  _Atomic uint64_t init_unique;  // the INIT request's id (0: not read yet)
+  _Atomic uint64_t init_unique;  // the INIT request's id (0: not seen)
   _Atomic uint64_t offered;      // the kernel's INIT flags
   _Atomic unsigned negotiated;   // CFUSE_DEVICE_* the kernel accepted
+  cfuse_device_init_hook init_hook;  // told once the INIT reply is written (or refused)
+  void *init_context;
 } device_state;
 
 static ssize_t device_read(int fd, void *buf, size_t len, void *userdata) {
@@ -130,24 +132,42 @@ static ssize_t write_backing_reply(int fd, struct iovec *iov) {
   return writev(fd, replaced, 2);
 }
 
+/// Writes the reply to INIT (libfuse's answer or its refusal), adding the wanted features
+/// to an answer, then tells the INIT hook how it went: 0 once the kernel has taken the
+/// answer, else the refusal's or the write's errno.
+static ssize_t write_init_reply(int fd, struct iovec *iov, int count) {
+  const struct out_header *header = iov[0].iov_base;
+  atomic_store_explicit(&device_state.init_pending, false, memory_order_release);
+  ssize_t written;
+  if (header->error == 0 && count == 2 && iov[1].iov_len == sizeof(struct init_out)) {
+    struct init_out amended;
+    memcpy(&amended, iov[1].iov_base, sizeof amended);
+    amend_init(&amended);
+    struct iovec replaced[2] = {iov[0], {.iov_base = &amended, .iov_len = sizeof amended}};
+    written = writev(fd, replaced, 2);
+    if (written > 0) probe_passthrough();
+  } else {
+    written = writev(fd, iov, count);
+  }
+  int saved = errno;
+  int outcome = header->error != 0 ? -header->error : written < 0 ? saved : 0;
+  if (device_state.init_hook != NULL) device_state.init_hook(device_state.init_context, outcome);
+  errno = saved;
+  return written;
+}
+
 static ssize_t write_reply(int fd, struct iovec *iov, int count) {
   if (reply_backing > 0 && count == 2 && iov[1].iov_len >= sizeof(struct open_out) &&
       iov[1].iov_len <= OPEN_REPLY_MAX) {
     return write_backing_reply(fd, iov);
   }
-  if (atomic_load_explicit(&device_state.init_pending, memory_order_acquire) && count == 2 &&
-      iov[0].iov_len == sizeof(struct out_header) && iov[1].iov_len == sizeof(struct init_out)) {
+  if (atomic_load_explicit(&device_state.init_pending, memory_order_acquire) && count >= 1 &&
+      iov[0].iov_len == sizeof(struct out_header)) {
     const struct out_header *header = iov[0].iov_base;
-    if (header->error == 0 && header->unique == atomic_load(&device_state.init_unique)) {
-      struct init_out amended;
-      memcpy(&amended, iov[1].iov_base, sizeof amended);
-      amend_init(&amended);
-      struct iovec replaced[2] = {iov[0], {.iov_base = &amended, .iov_len = sizeof amended}};
-      atomic_store_explicit(&device_state.init_pending, false, memory_order_release);
-      ssize_t written = writev(fd, replaced, 2);
-      if (written > 0) probe_passthrough();
-      return written;
-    }
+    // The kernel sends nothing else before it has the answer to INIT, so the first reply
+    // is INIT's; its id, when the read was seen, must match too.
+    uint64_t init = atomic_load(&device_state.init_unique);
+    if (init == 0 || header->unique == init) return write_init_reply(fd, iov, count);
   }
   return writev(fd, iov, count);
 }
@@ -185,6 +205,11 @@ int cfuse_device_install(struct fuse_session *se, unsigned wanted) {
   device_state.device = fuse_session_fd(se);
   atomic_store(&device_state.init_pending, true);
   return fuse_session_custom_io(se, &io, device_state.device);
+}
+
+void cfuse_device_on_init(cfuse_device_init_hook hook, void *context) {
+  device_state.init_hook = hook;
+  device_state.init_context = context;
 }
 
 unsigned cfuse_device_negotiated(void) { return atomic_load(&device_state.negotiated); }

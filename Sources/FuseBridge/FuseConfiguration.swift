@@ -11,6 +11,9 @@ public struct FuseConfiguration: Sendable {
   public var timeouts = CacheTimeouts()
   /// Largest write request, in bytes.
   public var maxWrite: UInt32 = 1 << 20
+  /// Largest read request, in bytes (0: the kernel's). libfuse wants it both here, for
+  /// the INIT reply, and as the mount option `max_read=`; INIT fails when they differ.
+  public var maxRead: UInt32 = 0
   /// Largest read-ahead, in bytes.
   public var maxReadahead: UInt32 = 1 << 20
   /// Worker threads libfuse may keep busy at once.
@@ -56,6 +59,7 @@ public struct FuseConfiguration: Sendable {
     want |= capable & (cfuse_cap_splice_write() | cfuse_cap_splice_move())
     conn.pointee.want = want
     conn.pointee.max_write = maxWrite
+    conn.pointee.max_read = maxRead
     conn.pointee.max_readahead = min(maxReadahead, conn.pointee.max_readahead)
     conn.pointee.max_background = 64
     conn.pointee.congestion_threshold = 48

@@ -2,6 +2,7 @@ import CFuse
 import CFuseDevice
 import FilesystemInterface
 import Posix
+import Synchronization
 
 #if canImport(Glibc)
   import Glibc
@@ -22,11 +23,45 @@ public enum FuseSessionError: Error, CustomStringConvertible {
   }
 }
 
+/// How the kernel's INIT went: the mount is up only once the kernel has taken the answer.
+public enum FuseInitialization: Equatable, Sendable {
+  /// No answer yet (the session ended before INIT came, or it has not come yet).
+  case pending
+  /// The kernel took the answer: the mount serves requests.
+  case done
+  /// libfuse refused the kernel's INIT (its reason is on standard error) or the answer
+  /// could not be written; the session ends.
+  case failed(Errno)
+}
+
+/// Watches the INIT reply (CFuseDevice's INIT hook) for a session; retained by it.
+private final class InitializationWatch: Sendable {
+  /// -1: pending; 0: done; else the errno.
+  private let outcome = Atomic<Int32>(-1)
+  private let whenDone: @Sendable () -> Void
+
+  init(whenDone: @escaping @Sendable () -> Void) { self.whenDone = whenDone }
+
+  var state: FuseInitialization {
+    switch outcome.load(ordering: .acquiring) {
+    case -1: .pending
+    case 0: .done
+    case let error: .failed(Errno(rawValue: error))
+    }
+  }
+
+  func answered(_ error: Int32) {
+    outcome.store(error, ordering: .releasing)
+    if error == 0 { whenDone() }
+  }
+}
+
 /// One FUSE session: mount, serve on a pool of worker threads, unmount.
 public final class FuseSession {
   private let session: OpaquePointer
   private let box: Unmanaged<FilesystemBox>
   private var mounted = false
+  private var watch: Unmanaged<InitializationWatch>?
 
   /// Creates a session for `filesystem` with libfuse `-o` options.
   public init(filesystem: any Filesystem, configuration: FuseConfiguration, options: [String])
@@ -69,12 +104,23 @@ public final class FuseSession {
   public var deviceDescriptor: Int32 { fuse_session_fd(session) }
 
   /// Serves requests until unmounted or signalled (SIGINT, SIGTERM, SIGHUP end the loop).
+  /// - Parameter whenInitialized: called once, on a worker thread, when the kernel has
+  ///   taken the answer to INIT: from then on the mount serves requests. Not called when
+  ///   INIT fails (see ``initialization``).
   /// - Returns: 0 on a clean end, else libfuse's error or signal number.
-  public func run(configuration: FuseConfiguration) -> Int32 {
+  public func run(configuration: FuseConfiguration, whenInitialized: @escaping @Sendable () -> Void = {}) -> Int32 {
+    let watch = Unmanaged.passRetained(InitializationWatch(whenDone: whenInitialized))
+    self.watch = watch
+    cfuse_device_on_init(
+      { context, error in Unmanaged<InitializationWatch>.fromOpaque(context!).takeUnretainedValue().answered(error) },
+      watch.toOpaque())
     guard fuse_set_signal_handlers(session) == 0 else { return -1 }
     defer { fuse_remove_signal_handlers(session) }
     return cfuse_session_loop_mt(session, configuration.maxIdleThreads, configuration.maxThreads)
   }
+
+  /// How INIT went (after ``run(configuration:whenInitialized:)``: for good).
+  public var initialization: FuseInitialization { watch?.takeUnretainedValue().state ?? .pending }
 
   /// Asks the loop to end (thread-safe).
   public func exit() { fuse_session_exit(session) }
@@ -91,5 +137,8 @@ public final class FuseSession {
     unmount()
     fuse_session_destroy(session)
     box.release()
+    // The loop has ended: no worker calls the INIT hook any more.
+    cfuse_device_on_init(nil, nil)
+    watch?.release()
   }
 }

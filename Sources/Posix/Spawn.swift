@@ -131,6 +131,12 @@ public struct ReadinessPipe {
     }
   }
 
+  /// Keeps an inherited write end from this process's own children (a helper such as
+  /// fusermount3 that outlives the handshake would hold the pipe open).
+  public static func keepFromChildren(_ fd: Int32) {
+    _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+  }
+
   /// Writes a line to a pipe's write end, leaving it open.
   public static func post(_ line: String, to fd: Int32) {
     var bytes = Array((line + "\n").utf8)

@@ -78,15 +78,22 @@ struct CLITests {
     try fixture.unmount()
   }
 
-  @Test("a mountpoint that is another kind of mount (a tmpfs, as a container's volume is) is mounted over")
+  @Test(
+    "a mountpoint that is another kind of mount (a tmpfs, as a container's volume is) is mounted over: when empty, or with --nonempty"
+  )
   func mountsOverOtherMounts() throws {
     let scratch = try Scratch()
     let mountpoint = scratch.root + "/volume"
     try check(mkdir(mountpoint, 0o755), "mkdir volume")
     try check(Glibc.mount("tmpfs", mountpoint, "tmpfs", 0, nil), "mount tmpfs")
     defer { umount(mountpoint) }
+    // An empty one is mounted over as it is; one with entries only when asked (--nonempty).
+    let empty = try Self.appbox("mount", "--backing", scratch.backing, mountpoint)
+    #expect(empty.status == 0, "\(empty.error)")
+    #expect(try Self.appbox("unmount", mountpoint).status == 0)
     try writeFile(mountpoint + "/below", bytes("below"))
-    let result = try Self.appbox("mount", "--backing", scratch.backing, mountpoint)
+    #expect(try Self.appbox("mount", "--backing", scratch.backing, mountpoint).status == 66)
+    let result = try Self.appbox("mount", "--nonempty", "--backing", scratch.backing, mountpoint)
     #expect(result.status == 0, "\(result.error)")
     #expect(FileManager.default.fileExists(atPath: mountpoint + "/Documents"))
     #expect(try Self.appbox("unmount", mountpoint).status == 0)
@@ -220,15 +227,15 @@ struct CLITests {
   }
 
   @Test(
-    "-o subtype= and fsname= are refused (64): appbox finds its mounts by them; nothing is mounted",
-    arguments: ["subtype=x", "fsname=x", "allow_other,subtype=appbox2"])
+    "-o subtype= is refused (64): the type fuse.appbox is how appbox finds its mounts; nothing is mounted",
+    arguments: ["subtype=x", "allow_other,subtype=appbox2", "fsname=x,subtype=appbox"])
   func reservedOptions(option: String) throws {
     let scratch = try Scratch()
     try check(mkdir(scratch.root + "/mnt", 0o755), "mkdir mnt")
     let before = try scratch.snapshot()
     let result = try Self.appbox("mount", "--backing", scratch.backing, "-o", option, scratch.root + "/mnt")
     #expect(result.status == 64, "\(option): \(result.status) \(result.error)")
-    #expect(result.error.contains("fsname and subtype"), "\(result.error)")
+    #expect(result.error.contains("fuse.appbox"), "\(result.error)")
     #expect(!MountFixture.isMounted(scratch.root + "/mnt"))
     #expect(try scratch.snapshot() == before)
   }

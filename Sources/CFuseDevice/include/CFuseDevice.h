@@ -39,6 +39,14 @@ enum {
 /// Installs the device I/O on a mounted session. Returns 0 or -errno.
 int cfuse_device_install(struct fuse_session *se, unsigned wanted);
 
+/// Told how INIT went, once, on the worker thread that wrote the reply: `error` is 0 once
+/// the kernel has taken libfuse's answer (the mount is up), else the errno of libfuse's
+/// refusal (then the session ends) or of the failed write.
+typedef void (*cfuse_device_init_hook)(void *context, int error);
+
+/// Sets the INIT hook; call before the session loop starts.
+void cfuse_device_on_init(cfuse_device_init_hook hook, void *context);
+
 /// The features the kernel accepted (0 until INIT has been answered).
 unsigned cfuse_device_negotiated(void);
 
