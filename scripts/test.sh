@@ -29,9 +29,9 @@ timed() {  # timed NAME COMMAND...
 if timed "swift build" swift build --build-tests; then
   timed "swift test" bash -c 'swift test --skip-build 2>&1 | tee "$1"; exit "${PIPESTATUS[0]}"' swift-test "$log"
   # Swift Testing's last line ("Test run with N tests in M suites passed after…") and
-  # every skipped test ("Test NAME skipped: REASON").
+  # every skipped test or suite ("➜ Test NAME skipped: REASON").
   lines+=("swift test: $(grep -a 'Test run with' "$log" | tail -n 1 | sed 's/^[^T]*//')")
-  while IFS= read -r skip; do lines+=("skipped: $skip"); done < <(grep -a '^[^ ]* Test .* skipped' "$log" | sed 's/^[^T]*//')
+  while IFS= read -r skip; do lines+=("skipped: $skip"); done < <(grep -a '^➜ \(Test\|Suite\) ' "$log" | sed 's/^➜ //')
   timed "Integration/run.sh" bash -c 'bash Integration/run.sh --binary .build/debug/appbox | tee "$1"; exit "${PIPESTATUS[0]}"' \
     integration "$log"
   lines+=("Integration/run.sh: $(tail -n 1 "$log")")
