@@ -43,7 +43,7 @@ struct FileHandleTests {
     try fixture.unmount()
   }
 
-  /// Builds the same small tree under `base` (the mount's Documents, or a plain ext4
+  /// Builds the same small tree under `base` (the mount's Documents, or a plain tmpfs
   /// directory) and returns the handles of a file, a directory two levels down, a 0600
   /// file and a file then deleted.
   static func tree(_ base: String) throws -> (file: String, directory: String, secret: String, deleted: String) {
@@ -59,14 +59,15 @@ struct FileHandleTests {
   }
 
   @Test(
-    "handles of files and directories open after the kernel forgot the inodes, for another user as the mode allows, as on ext4",
+    "handles of files and directories open after the kernel forgot the inodes, for another user as the mode allows, as on a local filesystem",
     .needsHandleCapability)
   func handlesOutliveTheKernelsInodes() throws {
     try HandleTool.requireCapability()
-    let fixture = try MountFixture(arguments: ["--unlocked", "-o", "allow_other"])
+    let fixture = try MountFixture(arguments: ["--unlocked", "-o", "allow_other"], backingOnTmpfs: true)
     #expect(chmod(fixture.root, 0o755) == 0)
     let plain = fixture.root + "/plain"
     #expect(mkdir(plain, 0o755) == 0)
+    try fixture.directories.mountTmpfs(plain)  // a local filesystem with handles, as the backing is
     let onMount = try Self.tree(fixture.path("Documents"))
     let onExt4 = try Self.tree(plain)
     #expect(HandleTool.evict(fixture), "the kernel kept inodes of the mount")
@@ -102,7 +103,7 @@ struct FileHandleTests {
     "a purged file's handle is stale, and so is every handle from before a remount", .needsHandleCapability)
   func purgedAndRemountedHandlesAreStale() throws {
     try HandleTool.requireCapability()
-    let fixture = try MountFixture(arguments: ["--unlocked"])
+    let fixture = try MountFixture(arguments: ["--unlocked"], backingOnTmpfs: true)
     #expect(FileManager.default.createFile(atPath: fixture.path("tmp/scratch"), contents: Data("t".utf8)))
     #expect(FileManager.default.createFile(atPath: fixture.path("Documents/kept"), contents: Data("k".utf8)))
     let scratch = try HandleTool.encode(fixture.path("tmp/scratch"))
@@ -129,7 +130,7 @@ struct FileHandleTests {
   )
   func retainedHandlesAreBounded(limit: Int) throws {
     try HandleTool.requireCapability()
-    let fixture = try MountFixture(arguments: ["--unlocked", "--handles", String(limit)])
+    let fixture = try MountFixture(arguments: ["--unlocked", "--handles", String(limit)], backingOnTmpfs: true)
     var handles: [String] = []
     for index in 0..<8 {
       let path = fixture.path("Documents/f\(index)")

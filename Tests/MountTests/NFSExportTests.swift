@@ -25,7 +25,7 @@ struct NFSExportTests {
   @Test("a file written through an NFS export of the sandbox reads back through NFS, the mount and the backing")
   func writeAndReadThroughNFS() throws {
     try HandleTool.requireCapability()
-    let fixture = try MountFixture(arguments: ["--unlocked"])
+    let fixture = try MountFixture(arguments: ["--unlocked"], backingOnTmpfs: true)
     let port = 20_000 + Int(getpid() % 9_000)
     let configuration = fixture.root + "/ganesha.conf"
     try Data(

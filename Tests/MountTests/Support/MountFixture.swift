@@ -104,10 +104,24 @@ final class SandboxDirectories {
     try FileManager.default.createDirectory(atPath: mountpoint, withIntermediateDirectories: true)
   }
 
+  /// The tmpfs mounts made by ``mountTmpfs(_:)``, unmounted at release.
+  private var tmpfsMounts: [String] = []
+
+  /// Puts the directory `path` (below `root`) on a tmpfs of its own (as root): a
+  /// filesystem that opens files by handle wherever the tests run, which `/tmp` is not
+  /// when it is a container's overlay.
+  func mountTmpfs(_ path: String) throws {
+    let result = try Command.run("/usr/bin/mount", ["-t", "tmpfs", "-o", "size=512m,mode=0755", "appbox-test", path])
+    guard result.status == 0 else { throw FixtureError("mount -t tmpfs on \(path): \(result.error)") }
+    tmpfsMounts.append(path)
+  }
+
   deinit {
+    // Best effort at release: nothing here is a test's result (a test checks its own unmount).
     if MountFixture.isMounted(mountpoint) {
       _ = try? Command.run("/usr/bin/fusermount3", ["-uz", mountpoint])
     }
+    for path in tmpfsMounts.reversed() { _ = try? Command.run("/usr/bin/umount", ["-l", path]) }
     _ = try? FileManager.default.removeItem(atPath: root)
   }
 }
@@ -125,10 +139,12 @@ final class MountFixture {
   /// The extra arguments of `appbox mount`, for ``remount(sourceLocation:)``.
   private let arguments: [String]
 
-  /// Creates the directories and mounts. Extra `arguments` go to `appbox mount`.
-  init(arguments: [String] = [], prepare: ((String) throws -> Void)? = nil) throws {
+  /// Creates the directories and mounts. Extra `arguments` go to `appbox mount`;
+  /// `backingOnTmpfs` puts the backing directory on a tmpfs of its own (root only).
+  init(arguments: [String] = [], backingOnTmpfs: Bool = false, prepare: ((String) throws -> Void)? = nil) throws {
     directories = try SandboxDirectories()
     self.arguments = arguments
+    if backingOnTmpfs { try directories.mountTmpfs(directories.backing) }
     try prepare?(directories.backing)
     try mount()
   }
