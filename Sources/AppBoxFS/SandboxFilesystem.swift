@@ -225,18 +225,26 @@ public final class SandboxFilesystem: Filesystem {
   }
 
   /// Runs `open`, which opens a descriptor. Out of descriptors (EMFILE), it asks the
-  /// kernel to drop idle inodes and tries again for up to five seconds (their forgets come
-  /// as requests, which a busy machine may serve late), then answers EMFILE.
+  /// kernel to drop idle inodes and tries again while their forgets come (as requests,
+  /// which a busy machine may serve late): it answers EMFILE once five seconds pass
+  /// without the daemon holding fewer inodes, or after a minute in all.
   func withDescriptors<T>(_ open: () throws(Errno) -> T) throws(Errno) -> T {
     var deadline: Double?
+    var lastEnd = 0.0
+    var fewest = Int.max
     while true {
       do throws(Errno) {
         return try open()
       } catch  where error == .tooManyOpenFiles {
         let now = Clock.monotonic()
+        let held = inodes.count
         if deadline == nil {
-          deadline = now + 5
+          lastEnd = now + 60
           driver.handOff()  // the forgets come as requests
+        }
+        if held < fewest {  // progress: forgets are closing descriptors
+          fewest = held
+          deadline = min(now + 5, lastEnd)
         } else if now > deadline! {
           throw error
         }
