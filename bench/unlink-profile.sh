@@ -52,6 +52,14 @@ in_use=$(status | python3 -c 'import json, sys; print(json.load(sys.stdin)["tran
 [[ $in_use == "$TRANSPORT" ]] || { echo "unlink-profile: asked for $TRANSPORT, the mount uses $in_use" >&2; exit 1; }
 pid=$(cat "$XDG_RUNTIME_DIR"/appbox/*.pid 2>/dev/null || true) # the only mount of this runtime directory
 [[ -n $pid ]] || { echo "unlink-profile: cannot find the daemon" >&2; exit 1; }
+# Unmounted and the daemon gone (its descriptors of the backing files closed) before the
+# scratch filesystem is unmounted.
+finish() {
+  "$binary" unmount "$SCRATCH/mnt" 2>/dev/null || true
+  for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  scratch_remove
+}
+trap finish EXIT
 minor=$(awk -v m="$SCRATCH/mnt" '$5 == m { split($3, d, ":"); print d[2] }' /proc/self/mountinfo)
 work=$SCRATCH/mnt/Documents
 
@@ -77,8 +85,9 @@ phase() {
   kill -INT "$profiler" "$tracer"
   wait "$profiler" "$tracer" 2>/dev/null || true
   perf script -i "$SCRATCH/$name.trace" -F time,event,trace >"$SCRATCH/$name.events" 2>/dev/null
-  perf report -i "$SCRATCH/$name.cpu" --no-children --sort dso,symbol --stdio 2>/dev/null |
-    grep -E '^ +[0-9]' | head -25 >"$SCRATCH/$name.top"
+  perf report -i "$SCRATCH/$name.cpu" --no-children --sort dso,symbol --stdio 2>"$SCRATCH/$name.report-errors" |
+    grep -E '^ +[0-9]' | head -25 >"$SCRATCH/$name.top" || true
+  [[ -s $SCRATCH/$name.top ]] || echo "  (no samples: $(tr '\n' ' ' <"$SCRATCH/$name.report-errors"))" >"$SCRATCH/$name.top"
   python3 - "$name" "$files" "$t0" "$t1" "$cpu0" "$cpu1" "$(getconf CLK_TCK)" "$before" "$(status)" \
     "$SCRATCH/$name.events" "$SCRATCH/$name.top" <<'PY'
 import json, re, statistics, sys
@@ -88,17 +97,14 @@ cpu = (int(c1) - int(c0)) / int(tick)
 before, after = json.loads(before)["requests"], json.loads(after)["requests"]
 counts = {op: n - before.get(op, 0) for op, n in after.items() if n - before.get(op, 0)}
 sent, trips = {}, {}
-pattern = re.compile(r"([0-9.]+):\s+fuse:fuse_request_(send|end):.*?req (\d+) opcode \d+ \(FUSE_(\w+)\)")
+send = re.compile(r"([0-9.]+):\s+fuse:fuse_request_send:.*?req (\d+) opcode \d+ \(FUSE_(\w+)\)")
+end = re.compile(r"([0-9.]+):\s+fuse:fuse_request_end:.*?req (\d+)")
 for line in open(events):
-    m = pattern.search(line)
-    if not m:
-        continue
-    at, kind, unique, op = float(m[1]), m[2], m[3], m[4].lower()
-    if kind == "send":
-        sent[unique] = (at, op)
-    elif unique in sent:
-        start, op = sent.pop(unique)
-        trips.setdefault(op, []).append((at - start) * 1e6)
+    if m := send.search(line):
+        sent[m[2]] = (float(m[1]), m[3].lower())
+    elif (m := end.search(line)) and m[2] in sent:
+        start, op = sent.pop(m[2])
+        trips.setdefault(op, []).append((float(m[1]) - start) * 1e6)
 print(f"\n== {name}: {files} files, {wall / files * 1e6:.1f} µs per file (wall), daemon CPU {cpu / files * 1e6:.1f} µs per file")
 print(f"{'request':<14}{'per file':>9}{'median µs':>11}{'p90 µs':>9}{'share of wall':>15}")
 for op in sorted(counts, key=lambda o: -counts[o]):

@@ -323,6 +323,8 @@ bool cfuse_device_uring_planned(void) {
 }
 
 void cfuse_device_transport(struct cfuse_device_transport_info *info) {
+  // Asked for io_uring, the answer comes with INIT, just after the mount: wait for it.
+  if (device_state.wanted & CFUSE_DEVICE_IO_URING) cfuse_uring_wait_settled(5000);
   memset(info, 0, sizeof *info);
   info->requested = (device_state.wanted & CFUSE_DEVICE_IO_URING) != 0;
   info->transport = cfuse_uring_active() ? CFUSE_TRANSPORT_IO_URING : CFUSE_TRANSPORT_DEV_FUSE;

@@ -98,10 +98,37 @@ static struct {
   pthread_cond_t changed;
   unsigned reported, failed;
   bool stopping;
+  bool settled;  // the transport is decided (INIT answered, rings registered or not)
   char reason[256];
 } uring = {.lock = PTHREAD_MUTEX_INITIALIZER, .changed = PTHREAD_COND_INITIALIZER};
 
 static _Thread_local struct worker *serving;
+
+/// Records a state that settles the transport (OFF after a decline, ACTIVE, FAILED) and
+/// wakes whoever waits for it (cfuse_uring_wait_settled).
+static void settle(int state) {
+  pthread_mutex_lock(&uring.lock);
+  atomic_store(&uring.state, state);
+  uring.settled = true;
+  pthread_cond_broadcast(&uring.changed);
+  pthread_mutex_unlock(&uring.lock);
+}
+
+void cfuse_uring_wait_settled(unsigned milliseconds) {
+  struct timespec deadline;
+  clock_gettime(CLOCK_REALTIME, &deadline);
+  deadline.tv_sec += milliseconds / 1000;
+  deadline.tv_nsec += (long)(milliseconds % 1000) * 1000000;
+  if (deadline.tv_nsec >= 1000000000) {
+    deadline.tv_sec++;
+    deadline.tv_nsec -= 1000000000;
+  }
+  pthread_mutex_lock(&uring.lock);
+  while (!uring.settled && atomic_load(&uring.state) != OFF) {
+    if (pthread_cond_timedwait(&uring.changed, &uring.lock, &deadline) != 0) break;
+  }
+  pthread_mutex_unlock(&uring.lock);
+}
 
 static void set_reason(const char *format, ...) __attribute__((format(printf, 1, 2)));
 static void set_reason(const char *format, ...) {
@@ -205,7 +232,7 @@ bool cfuse_uring_prepared(void) { return atomic_load(&uring.state) == PREPARED; 
 void cfuse_uring_decline(const char *reason) {
   set_reason("%s", reason);
   free_rings();
-  atomic_store(&uring.state, OFF);
+  settle(OFF);
 }
 
 bool cfuse_uring_allocate(size_t max_payload) {
@@ -381,11 +408,11 @@ void cfuse_uring_start(void) {
   }
   if (failed) {
     fprintf(stderr, "appbox: FUSE over io_uring failed (%s): requests go through /dev/fuse\n", uring.reason);
-    atomic_store(&uring.state, FAILED);
+    settle(FAILED);
   } else {
     fprintf(stderr, "appbox: requests come through FUSE over io_uring: %u queues, %u workers each\n", uring.queues,
             (unsigned)WORKERS_PER_QUEUE);
-    atomic_store(&uring.state, ACTIVE);
+    settle(ACTIVE);
   }
 }
 

@@ -44,6 +44,10 @@ void *cfuse_uring_answer_space(size_t size);
 /// Whether requests come through the rings (registered, and INIT answered).
 bool cfuse_uring_active(void);
 
+/// Waits up to `milliseconds` until the transport is decided: the kernel's INIT, which
+/// comes just after the mount, answered and the rings registered (or given up).
+void cfuse_uring_wait_settled(unsigned milliseconds);
+
 /// Why io_uring is not in use (empty while it is, or before it was decided).
 void cfuse_uring_reason(char *out, size_t size);
 

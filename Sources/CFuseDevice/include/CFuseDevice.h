@@ -63,7 +63,8 @@ bool cfuse_device_uring_planned(void);
 /// How requests reach the daemon.
 enum { CFUSE_TRANSPORT_DEV_FUSE = 0, CFUSE_TRANSPORT_IO_URING = 1 };
 
-/// The transport in use and, when io_uring was asked for and is not in use, why.
+/// The transport in use and, when io_uring was asked for and is not in use, why. When
+/// io_uring was asked for, waits (up to 5 s) until INIT has decided.
 struct cfuse_device_transport_info {
   int transport;               // CFUSE_TRANSPORT_*
   bool requested;              // io_uring was asked for
