@@ -112,8 +112,8 @@ enum MountOptions {
       draft.request.busyPollMicroseconds = microseconds
     },
     .appbox(
-      "transport", .required("io-uring|dev-fuse"), default: .described("$APPBOX_TRANSPORT, else io-uring"),
-      help: "how requests reach the daemon: FUSE over io_uring, which falls back to /dev/fuse where the kernel or host refuses it, or /dev/fuse"
+      "transport", .required("TRANSPORT"), default: .described("$APPBOX_TRANSPORT, else io-uring"),
+      help: "how requests reach the daemon: io-uring (FUSE over io_uring; /dev/fuse where the kernel or host refuses it) or dev-fuse"
     ) { draft, value, given throws(CLIError) in
       guard let transport = RequestTransport(rawValue: value ?? "") else {
         throw CLIError(.badValue, "\(given): use io-uring or dev-fuse")

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <fuse_lowlevel.h>
+#include "../CFuse/shim.h"  // cfuse_reply_fd_data: CFuse is a system-library module, its header is found here
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -344,6 +345,19 @@ int32_t cfuse_device_backing_open(int fd) {
 void cfuse_device_backing_close(int32_t backing_id) {
   uint32_t id = (uint32_t)backing_id;
   (void)ioctl(device_state.device, FUSE_DEV_IOC_BACKING_CLOSE, &id);
+}
+
+int cfuse_reply_read(struct fuse_req *req, int fd, off_t offset, size_t size) {
+  // Over io_uring: read straight into the ring entry's payload, which the reply then
+  // leaves in place (cfuse_uring_answer copies nothing that is already there).
+  void *space = cfuse_uring_answer_space(size);
+  if (space == NULL) return cfuse_reply_fd_data(req, fd, offset, size);
+  ssize_t got;
+  do {
+    got = pread(fd, space, size, offset);
+  } while (got < 0 && errno == EINTR);
+  if (got < 0) return fuse_reply_err(req, errno);
+  return fuse_reply_buf(req, space, (size_t)got);
 }
 
 int cfuse_reply_open_backing(struct fuse_req *req, const struct fuse_file_info *fi, int32_t backing_id) {

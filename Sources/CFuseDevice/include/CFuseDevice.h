@@ -127,6 +127,10 @@ bool cfuse_device_has_deferred(void);
 /// the reader, before it waits on an empty device.
 void cfuse_device_run_deferred(void);
 
+/// Replies to a read with `size` bytes of `fd` at `offset`: over io_uring read straight
+/// into the request's ring entry, else as CFuse's cfuse_reply_fd_data (copied or spliced).
+int cfuse_reply_read(struct fuse_req *req, int fd, off_t offset, size_t size);
+
 /// Replies to `open` as fuse_reply_open does, with the handle's I/O passed through to
 /// `backing_id`.
 int cfuse_reply_open_backing(struct fuse_req *req, const struct fuse_file_info *fi, int32_t backing_id);
