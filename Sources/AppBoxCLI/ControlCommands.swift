@@ -269,7 +269,7 @@ enum StatusText {
         "  transport:   FUSE over io_uring, \(transport["queues"] ?? 0) queues of \(transport["workersPerQueue"] ?? 0) workers"
       )
     } else if let reason = transport["fallbackReason"] as? String {
-      lines.append("  transport:   /dev/fuse (io_uring was asked for: \(reason))")
+      lines.append("  transport:   /dev/fuse (FUSE over io_uring is not available: \(reason))")
     } else {
       lines.append("  transport:   /dev/fuse")
     }

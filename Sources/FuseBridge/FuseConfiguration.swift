@@ -29,7 +29,9 @@ public struct FuseConfiguration: Sendable {
   public var busyPollMicroseconds = busyPollWindow
   /// How requests should reach the daemon; io_uring falls back to `/dev/fuse` when the
   /// kernel or the host refuses it (the session's ``FuseDriver/transport`` says which).
-  public var transport = RequestTransport.devFuse
+  /// io_uring by default: it won every row the daemon takes part in, in the same
+  /// benchmark run (bench/README.md).
+  public var transport = RequestTransport.ioUring
 
   /// The busy-poll window where the program and the daemon can run at the same time.
   static let busyPollWindow: UInt32 = 30
