@@ -17,6 +17,12 @@ struct Daemon {
       request.busyPollMicroseconds ?? FuseConfiguration.defaultBusyPoll(availableCPUs: ResourceLimits.availableCPUs)
     configuration.maxRead = request.maxRead ?? 0
     configuration.transport = request.transport ?? configuration.transport
+    if request.fuseOptions.contains("auto_unmount") {
+      // fusermount3 unmounts after the daemon's death only when the mount answers
+      // ENOTCONN at once; over io_uring the kernel lets go of the connection a moment
+      // later, and a request in between ends otherwise (docs/reference.md).
+      configuration.ioUringRefusal = "-o auto_unmount needs /dev/fuse: fusermount3 unmounts only on ENOTCONN"
+    }
     do {
       (session, filesystem) = try start(configuration)
     } catch {

@@ -113,7 +113,8 @@ enum MountOptions {
     },
     .appbox(
       "transport", .required("TRANSPORT"), default: .described("$APPBOX_TRANSPORT, else io-uring"),
-      help: "how requests reach the daemon: io-uring (FUSE over io_uring; /dev/fuse where the kernel or host refuses it) or dev-fuse"
+      help:
+        "how requests reach the daemon: io-uring (FUSE over io_uring; /dev/fuse where the kernel or host refuses it) or dev-fuse"
     ) { draft, value, given throws(CLIError) in
       guard let transport = RequestTransport(rawValue: value ?? "") else {
         throw CLIError(.badValue, "\(given): use io-uring or dev-fuse")

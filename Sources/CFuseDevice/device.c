@@ -53,6 +53,7 @@ _Static_assert(sizeof(struct open_out) == 16, "fuse_open_out");
 
 static struct {
   unsigned wanted;
+  bool uring_refused;  // io_uring was asked for and given up before install (the reason is uring.c's)
   int device;
   _Atomic bool init_pending;   // until the INIT reply has been written
   _Atomic uint64_t init_unique;  // the INIT request's id (0: not seen)
@@ -316,6 +317,12 @@ void cfuse_device_on_init(cfuse_device_init_hook hook, void *context) {
 
 void cfuse_device_uninstall(void) { cfuse_uring_stop(); }
 
+void cfuse_device_refuse_uring(const char *reason) {
+  device_state.uring_refused = true;
+  cfuse_uring_decline(reason);
+  fprintf(stderr, "appbox: FUSE over io_uring is not used (%s): requests go through /dev/fuse\n", reason);
+}
+
 unsigned cfuse_device_negotiated(void) { return atomic_load(&device_state.negotiated); }
 
 bool cfuse_device_uring_planned(void) {
@@ -327,7 +334,7 @@ void cfuse_device_transport(struct cfuse_device_transport_info *info) {
   // Asked for io_uring, the answer comes with INIT, just after the mount: wait for it.
   if (device_state.wanted & CFUSE_DEVICE_IO_URING) cfuse_uring_wait_settled(5000);
   memset(info, 0, sizeof *info);
-  info->requested = (device_state.wanted & CFUSE_DEVICE_IO_URING) != 0;
+  info->requested = (device_state.wanted & CFUSE_DEVICE_IO_URING) != 0 || device_state.uring_refused;
   info->transport = cfuse_uring_active() ? CFUSE_TRANSPORT_IO_URING : CFUSE_TRANSPORT_DEV_FUSE;
   cfuse_uring_shape(&info->queues, &info->workers_per_queue, &info->payload);
   if (info->requested && info->transport != CFUSE_TRANSPORT_IO_URING) cfuse_uring_reason(info->reason, sizeof info->reason);

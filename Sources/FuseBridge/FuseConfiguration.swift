@@ -32,6 +32,8 @@ public struct FuseConfiguration: Sendable {
   /// io_uring by default: it won every row the daemon takes part in, in the same
   /// benchmark run (bench/README.md).
   public var transport = RequestTransport.ioUring
+  /// Why io_uring, though asked for, must not be used on this mount (nil: it may).
+  public var ioUringRefusal: String?
 
   /// The busy-poll window where the program and the daemon can run at the same time.
   static let busyPollWindow: UInt32 = 30

@@ -95,7 +95,13 @@ public final class FuseSession {
     let configuration = box.takeUnretainedValue().configuration
     var wanted = UInt32(CFUSE_DEVICE_KILLPRIV_V2 | CFUSE_DEVICE_DIRECT_IO_MMAP)
     if configuration.passthrough { wanted |= UInt32(CFUSE_DEVICE_PASSTHROUGH) }
-    if configuration.transport == .ioUring { wanted |= UInt32(CFUSE_DEVICE_IO_URING) }
+    if configuration.transport == .ioUring {
+      if let refusal = configuration.ioUringRefusal {
+        cfuse_device_refuse_uring(refusal)
+      } else {
+        wanted |= UInt32(CFUSE_DEVICE_IO_URING)
+      }
+    }
     guard cfuse_device_install(session, wanted) == 0 else { throw .mountFailed(mountpoint) }
     cfuse_device_set_busy_poll(configuration.busyPollMicroseconds)
     box.takeUnretainedValue().filesystem.mounted(notifier: FuseKernelNotifier(session: session))

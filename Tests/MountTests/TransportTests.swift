@@ -95,6 +95,16 @@ struct TransportTests {
     try fixture.unmount()
   }
 
+  @Test("-o auto_unmount keeps /dev/fuse, and status says why")
+  func autoUnmountKeepsDevFuse() throws {
+    let fixture = try MountFixture.unlocked(["--transport", "io-uring", "-o", "auto_unmount"])
+    let transport = Self.transport(try Quota.status(fixture.mountpoint))
+    #expect(transport["requested"] as? String == "io-uring")
+    #expect(transport["inUse"] as? String == "dev-fuse")
+    #expect((transport["fallbackReason"] as? String)?.contains("auto_unmount") == true, "\(transport)")
+    try fixture.unmount()
+  }
+
   @Test("an unknown transport is refused with a clear error, from the option or the environment")
   func unknownTransportRefused() throws {
     let directories = try SandboxDirectories()
@@ -102,13 +112,13 @@ struct TransportTests {
       Command.appbox,
       ["mount", "--transport", "carrier-pigeon", "--backing", directories.backing, directories.mountpoint])
     #expect(option.status == 65)
-    #expect(option.error.contains("--transport carrier-pigeon: use dev-fuse or io-uring"))
+    #expect(option.error.contains("--transport carrier-pigeon: use io-uring or dev-fuse"))
     var environment = ProcessInfo.processInfo.environment
     environment["APPBOX_TRANSPORT"] = "smoke-signals"
     let variable = try Command.run(
       Command.appbox, ["mount", "--backing", directories.backing, directories.mountpoint], environment: environment)
     #expect(variable.status == 65)
-    #expect(variable.error.contains("APPBOX_TRANSPORT=smoke-signals: use dev-fuse or io-uring"))
+    #expect(variable.error.contains("APPBOX_TRANSPORT=smoke-signals: use io-uring or dev-fuse"))
     #expect(!MountFixture.isMounted(directories.mountpoint))
   }
 }

@@ -50,6 +50,11 @@ typedef void (*cfuse_device_init_hook)(void *context, int error);
 /// Sets the INIT hook; call before the session loop starts.
 void cfuse_device_on_init(cfuse_device_init_hook hook, void *context);
 
+/// Records that io_uring was asked for and is not used, and why (call instead of asking
+/// for CFUSE_DEVICE_IO_URING in `cfuse_device_install`); logged, and shown by
+/// cfuse_device_transport.
+void cfuse_device_refuse_uring(const char *reason);
+
 /// Stops what the device I/O started (the io_uring workers), after the session's loop.
 void cfuse_device_uninstall(void);
 
