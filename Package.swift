@@ -36,7 +36,8 @@ let package = Package(
       pkgConfig: "sqlite3",
       providers: [.apt(["libsqlite3-dev"])]
     ),
-    .target(name: "CFuseDevice", dependencies: ["CFuse"]),
+    // CFuseDevice links liburing (Debian's liburing-dev) for FUSE over io_uring.
+    .target(name: "CFuseDevice", dependencies: ["CFuse"], linkerSettings: [.linkedLibrary("uring")]),
     .target(name: "CPosixShim"),
     .target(name: "Posix", dependencies: ["CPosixShim"]),
     .target(name: "SandboxPolicy"),

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # AppBox benchmark (SPEC §7 Performance): the same workloads, in one run, on the same
-# disk, against a native directory, bindfs (Debian's FUSE passthrough) and AppBox.
+# disk, against a native directory, bindfs (Debian's FUSE passthrough) and AppBox; with
+# FUSE over io_uring on, also AppBox over io_uring and libfuse's passthrough_hp over
+# io_uring (when PASSTHROUGH_HP names its binary: bench/README.md says how to build it).
 #
 # Usage: bench/bench.sh [--quick] [--runs N] [--dir DIR] [--in-place] [--only W[,W...]]
-#                       [--targets T[,T...]] [--appbox PATH] [--keep]
+#                       [--targets T[,T...]] [--appbox PATH] [--enable-uring] [--keep]
 #
 #   --quick        small sizes, 1 run (a smoke run of about a minute)
 #   --runs N       repetitions of each workload (default 3); the table shows medians
@@ -13,13 +15,23 @@
 #                  filesystem aged by another one's deletions
 #   --in-place     put the three targets' directories on DIR's filesystem itself
 #   --only LIST    workloads: seqwrite seqread randread randwrite meta untar gitstatus rm
-#                  (meta = create, stat, unlink; gitstatus and rm need the untarred tree,
-#                  which is then made untimed)
-#   --targets LIST native,bindfs,appbox (default all three)
+#                  requests (meta = create, stat, unlink; gitstatus and rm need the
+#                  untarred tree, which is then made untimed; requests counts the FUSE
+#                  requests per file of a create, an untar and its rm -rf, untimed)
+#   --targets LIST native,bindfs,appbox,appbox-uring,passthrough_hp (default: the first
+#                  three, appbox-uring when FUSE over io_uring is on, passthrough_hp when
+#                  PASSTHROUGH_HP is set)
 #   --appbox PATH  the AppBox binary (default .build/release/appbox, built if missing)
+#   --enable-uring turn FUSE over io_uring on for the host first (writes 1 to
+#                  /sys/module/fuse/parameters/enable_uring; it stays on)
 #   --keep         keep the test directories afterwards
 #
-# Needs root (drop_caches), /dev/fuse, fio, bindfs, fusermount3, python3, git, tar.
+# PASSTHROUGH_HP=PATH: libfuse's example/passthrough_hp (3.18+, built with io_uring), run as
+# `passthrough_hp -o io_uring --foreground SRC MNT` (its other options default).
+#
+# Needs root (drop_caches), /dev/fuse, fio, bindfs, fusermount3, python3, git, tar; perf
+# for the requests of bindfs and passthrough_hp (the kernel's fuse:fuse_request_send
+# tracepoint; AppBox counts its own).
 # Writes bench/results/latest.md (the table), bench/results/latest.csv and a timestamped
 # copy of the raw per-run CSV. Every mount and process it starts is stopped on exit,
 # error or Ctrl-C (by PID, never by name).
@@ -33,9 +45,11 @@ DIR=/var/tmp
 QUICK=0
 IN_PLACE=0
 ONLY=""
-TARGETS="native,bindfs,appbox"
+TARGETS=""
 APPBOX="$REPO/.build/release/appbox"
 KEEP=0
+ENABLE_URING=0
+URING_SWITCH=/sys/module/fuse/parameters/enable_uring
 
 die() { echo "bench: $*" >&2; exit 1; }
 usage() { sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//' >&2; exit 64; }
@@ -50,6 +64,7 @@ while (($#)); do
     --only) ONLY=${2:?--only needs a workload list}; shift ;;
     --targets) TARGETS=${2:?--targets needs a list}; shift ;;
     --appbox) APPBOX=${2:?--appbox needs a path}; shift ;;
+    --enable-uring) ENABLE_URING=1 ;;
     --keep) KEEP=1 ;;
     -h | --help) usage ;;
     *) echo "bench: unknown option $1" >&2; usage ;;
@@ -65,10 +80,29 @@ else
   SEQ_MB=1024 RAND_SIZE=256M RAND_SECONDS=10 META_FILES=10000 FS_SIZE=4G TREE_FILES=0 # 0 = all
 fi
 
-ALL_WORKLOADS="seqwrite seqread randread randwrite meta untar gitstatus rm"
+ALL_WORKLOADS="seqwrite seqread randread randwrite meta untar gitstatus rm requests"
 selected() { [[ -z $ONLY || ",$ONLY," == *",$1,"* ]]; }
 for w in ${ONLY//,/ }; do [[ " $ALL_WORKLOADS " == *" $w "* ]] || die "unknown workload '$w' (known: $ALL_WORKLOADS)"; done
-for t in ${TARGETS//,/ }; do [[ $t == native || $t == bindfs || $t == appbox ]] || die "unknown target '$t'"; done
+if ((ENABLE_URING)); then
+  [[ $(id -u) == 0 ]] || die "--enable-uring needs root"
+  [[ -w $URING_SWITCH ]] || die "--enable-uring: $URING_SWITCH is missing (a kernel without FUSE over io_uring)"
+  echo 1 >"$URING_SWITCH"
+fi
+uring_on() { [[ $(cat "$URING_SWITCH" 2>/dev/null) == [Y1] ]]; }
+if [[ -z $TARGETS ]]; then
+  TARGETS="native,bindfs,appbox"
+  if uring_on; then
+    TARGETS+=",appbox-uring"
+    [[ -n ${PASSTHROUGH_HP:-} ]] && TARGETS+=",passthrough_hp"
+  fi
+fi
+for t in ${TARGETS//,/ }; do
+  case $t in
+    native | bindfs | appbox) ;;
+    appbox-uring | passthrough_hp) uring_on || die "target $t needs FUSE over io_uring: $URING_SWITCH is off (--enable-uring)" ;;
+    *) die "unknown target '$t'" ;;
+  esac
+done
 IFS=, read -r -a TARGET_LIST <<<"$TARGETS"
 has_target() { [[ ",$TARGETS," == *",$1,"* ]]; }
 
@@ -87,12 +121,18 @@ fi
 if has_target bindfs; then
   command -v bindfs >/dev/null || die "bindfs is not installed (apt-get install bindfs)"
 fi
+if has_target passthrough_hp; then
+  [[ -x ${PASSTHROUGH_HP:-} ]] || die "target passthrough_hp needs PASSTHROUGH_HP=PATH to libfuse's example/passthrough_hp"
+fi
+if selected requests && { has_target bindfs || has_target passthrough_hp; }; then
+  command -v perf >/dev/null || die "perf is not installed (apt-get install linux-perf): it counts bindfs's and passthrough_hp's requests"
+fi
 FUSERMOUNT=$(command -v fusermount3 || true)
 [[ -n $FUSERMOUNT ]] || die "fusermount3 is not installed (apt-get install fuse3)"
 [[ -d $DIR && -w $DIR ]] || die "--dir $DIR is not a writable directory"
 [[ $BASH_VERSINFO -ge 5 ]] || die "needs bash 5 (EPOCHREALTIME)"
 
-if has_target appbox && [[ ! -x $APPBOX ]]; then
+if { has_target appbox || has_target appbox-uring; } && [[ ! -x $APPBOX ]]; then
   [[ $APPBOX == "$REPO/.build/release/appbox" ]] || die "no AppBox binary at $APPBOX"
   command -v swift >/dev/null || export PATH=/opt/swift/usr/bin:$PATH
   command -v swift >/dev/null || die "no AppBox binary and no swift toolchain to build it"
@@ -103,9 +143,9 @@ fi
 # MARK: - Layout and cleanup
 
 BASE=$(mktemp -d "$DIR/appbox-bench.XXXXXX")
-declare -A WORK BACKING ROOT
-BINDFS_MNT=$BASE/bindfs-mnt APPBOX_MNT=$BASE/appbox-mnt
-BINDFS_PID="" APPBOX_PID=""
+declare -A WORK BACKING ROOT MNT
+BINDFS_MNT=$BASE/bindfs-mnt APPBOX_MNT=$BASE/appbox-mnt APPBOX_URING_MNT=$BASE/appbox-uring-mnt HP_MNT=$BASE/hp-mnt
+BINDFS_PID="" APPBOX_PID="" APPBOX_URING_PID="" HP_PID=""
 FS_MOUNTS=() LOOP_DEVICES=()
 
 cleanup() {
@@ -116,12 +156,20 @@ cleanup() {
     mountpoint -q "$BINDFS_MNT" && { "$FUSERMOUNT" -u "$BINDFS_MNT" 2>/dev/null || "$FUSERMOUNT" -u -z "$BINDFS_MNT" || true; }
     stop_pid "$BINDFS_PID"
   fi
-  if [[ -n $APPBOX_PID ]] || mountpoint -q "$APPBOX_MNT" 2>/dev/null; then
-    if mountpoint -q "$APPBOX_MNT"; then
-      "$APPBOX" unmount "$APPBOX_MNT" 2>/dev/null || "$FUSERMOUNT" -u "$APPBOX_MNT" 2>/dev/null || "$FUSERMOUNT" -u -z "$APPBOX_MNT" || true
-    fi
-    [[ -n $APPBOX_PID ]] && stop_pid "$APPBOX_PID"
+  if [[ -n $HP_PID ]]; then
+    mountpoint -q "$HP_MNT" && { "$FUSERMOUNT" -u "$HP_MNT" 2>/dev/null || "$FUSERMOUNT" -u -z "$HP_MNT" || true; }
+    stop_pid "$HP_PID"
   fi
+  local mnt pid
+  for mnt in "$APPBOX_MNT" "$APPBOX_URING_MNT"; do
+    pid=$([[ $mnt == "$APPBOX_MNT" ]] && echo "$APPBOX_PID" || echo "$APPBOX_URING_PID")
+    if [[ -n $pid ]] || mountpoint -q "$mnt" 2>/dev/null; then
+      if mountpoint -q "$mnt"; then
+        "$APPBOX" unmount "$mnt" 2>/dev/null || "$FUSERMOUNT" -u "$mnt" 2>/dev/null || "$FUSERMOUNT" -u -z "$mnt" || true
+      fi
+      [[ -n $pid ]] && stop_pid "$pid"
+    fi
+  done
   local m d
   for m in "${FS_MOUNTS[@]}"; do umount "$m" || log "could not unmount $m"; done
   for d in "${LOOP_DEVICES[@]}"; do losetup -d "$d" || log "could not detach $d"; done
@@ -196,15 +244,35 @@ if has_target bindfs; then
   wait_for_mount "$BINDFS_MNT" "$BINDFS_PID"
   WORK[bindfs]=$BINDFS_MNT/Documents BACKING[bindfs]=$BINDFS_SRC/Documents
 fi
+mount_appbox() { # target mountpoint backing transport
+  mkdir -p "$3" "$2"
+  "$APPBOX" mount --unlocked --transport "$4" --backing "$3" "$2" || die "appbox mount ($4) failed"
+  wait_for_mount "$2"
+  local in_use
+  in_use=$("$APPBOX" status --json "$2" | python3 -c 'import json, sys; print(json.load(sys.stdin)["transport"]["inUse"])')
+  [[ $in_use == "$4" ]] || die "$1 asked for $4 and runs on $in_use (see appbox status $2)"
+  [[ -d $2/Documents ]] || die "no Documents directory in the AppBox mount $2"
+  WORK[$1]=$2/Documents BACKING[$1]=$3/Documents MNT[$1]=$2
+}
 if has_target appbox; then
-  mkdir -p "$APPBOX_BACKING" "$APPBOX_MNT"
-  "$APPBOX" mount --unlocked --backing "$APPBOX_BACKING" "$APPBOX_MNT" || die "appbox mount failed"
-  wait_for_mount "$APPBOX_MNT"
+  mount_appbox appbox "$APPBOX_MNT" "$APPBOX_BACKING" dev-fuse
   APPBOX_PID=$(appbox_pid "$APPBOX_MNT")
   [[ -n $APPBOX_PID ]] || log "warning: could not find the AppBox daemon's pid file"
-  [[ -d $APPBOX_MNT/Documents ]] || die "no Documents directory in the AppBox mount"
-  WORK[appbox]=$APPBOX_MNT/Documents BACKING[appbox]=$APPBOX_BACKING/Documents
 fi
+if has_target appbox-uring; then
+  mount_appbox appbox-uring "$APPBOX_URING_MNT" "${ROOT[appbox-uring]}/appbox-backing" io-uring
+  APPBOX_URING_PID=$(appbox_pid "$APPBOX_URING_MNT")
+fi
+if has_target passthrough_hp; then
+  mkdir -p "${ROOT[passthrough_hp]}/hp-src/Documents" "$HP_MNT"
+  "$PASSTHROUGH_HP" -o io_uring --foreground "${ROOT[passthrough_hp]}/hp-src" "$HP_MNT" >"$BASE/passthrough_hp.log" 2>&1 &
+  HP_PID=$!
+  wait_for_mount "$HP_MNT" "$HP_PID"
+  # libfuse names its ring threads fuse-ring-N: without them it fell back to /dev/fuse.
+  grep -qs '^fuse-ring-' /proc/"$HP_PID"/task/*/comm || die "passthrough_hp does not run over io_uring (see $BASE/passthrough_hp.log)"
+  WORK[passthrough_hp]=$HP_MNT/Documents BACKING[passthrough_hp]=${ROOT[passthrough_hp]}/hp-src/Documents MNT[passthrough_hp]=$HP_MNT
+fi
+[[ -n ${WORK[bindfs]:-} ]] && MNT[bindfs]=$BINDFS_MNT
 # In place, the targets share DIR's filesystem. This VM's (ext4 without a journal) will not
 # reuse an inode freed in the last minute and scans past every such inode on each create,
 # so a target that creates right after another one deleted in the same block group pays
@@ -213,7 +281,7 @@ fi
 if ((IN_PLACE)); then
   for t in "${TARGET_LIST[@]}"; do chattr +T "${BACKING[$t]}" 2>/dev/null || log "note: chattr +T failed on ${BACKING[$t]} (not ext4?)"; done
 fi
-log "directories under $BASE ($( ((IN_PLACE)) && echo "in place on $(findmnt -no FSTYPE -T "$BASE")" || echo "a fresh $FS_SIZE ext4 for each target")); bindfs pid ${BINDFS_PID:--}, appbox pid ${APPBOX_PID:--}"
+log "directories under $BASE ($( ((IN_PLACE)) && echo "in place on $(findmnt -no FSTYPE -T "$BASE")" || echo "a fresh $FS_SIZE ext4 for each target")); bindfs pid ${BINDFS_PID:--}, appbox pid ${APPBOX_PID:--}, appbox-uring pid ${APPBOX_URING_PID:--}, passthrough_hp pid ${HP_PID:--}"
 
 # MARK: - Measuring
 
@@ -344,6 +412,47 @@ bench_tree() { # target run: untar (+sync), git status, rm -rf; records what --o
   settle_inodes
 }
 
+# Requests per file: the FUSE requests the kernel sent for a create of META_FILES empty
+# files, an untar of the tree and its rm -rf, counted by the kernel's
+# fuse:fuse_request_send tracepoint for every FUSE target alike (forgets are not requests
+# there). AppBox also counts its own by operation (appbox status --json, forgets
+# included): requests-STAMP.csv has them. Untimed, once per run.
+REQ_CSV=$RESULTS/requests-$STAMP.csv
+echo "target,phase,files,operation,count" >"$REQ_CSV"
+connection() { awk -v m="$1" '$5 == m { split($3, d, ":"); print d[2] }' /proc/self/mountinfo; }
+count_requests() { # target run phase files command...
+  local t=$1 run=$2 phase=$3 files=$4 minor before="" out
+  shift 4
+  minor=$(connection "${MNT[$t]}")
+  [[ -n $minor ]] || die "no mount at ${MNT[$t]}"
+  if [[ $t == appbox* ]]; then before=$("$APPBOX" status --json "${MNT[$t]}"); fi
+  out=$(perf stat -x, -a -e fuse:fuse_request_send --filter "connection == $minor" -- "$@" 2>&1 >/dev/null | tail -1)
+  record "req-$phase" req/file lower "$t" "$run" "$(awk -v n="${out%%,*}" -v f="$files" 'BEGIN { printf "%.2f", n / f }')"
+  if [[ -n $before ]]; then
+    python3 - "$t" "$phase" "$files" "$before" "$("$APPBOX" status --json "${MNT[$t]}")" >>"$REQ_CSV" <<'PY'
+import json, sys
+t, phase, files, before, after = sys.argv[1], sys.argv[2], sys.argv[3], json.loads(sys.argv[4]), json.loads(sys.argv[5])
+for op, n in after["requests"].items():
+    d = n - before["requests"].get(op, 0)
+    if d:
+        print(f"{t},{phase},{files},{op},{d}")
+PY
+  fi
+}
+bench_requests() { # target run
+  [[ -n ${MNT[$1]:-} ]] || return 0 # native: no requests
+  local dir=${WORK[$1]}/requests files
+  mkdir -p "$dir"
+  count_requests "$1" "$2" create "$META_FILES" python3 -c 'import os, sys
+for i in range(int(sys.argv[2])): os.close(os.open(f"{sys.argv[1]}/f{i:06d}", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))' "$dir" "$META_FILES"
+  rm -rf "$dir"
+  mkdir -p "$dir"
+  files=$(wc -l <"$BASE/tree.list")
+  count_requests "$1" "$2" untar "$files" sh -c 'tar xf "$1" -C "$2" && sync' - "$TARBALL" "$dir"
+  count_requests "$1" "$2" rm "$files" rm -rf "$dir"
+  settle_inodes
+}
+
 # Runs are interleaved across targets (run 1 on each, then run 2…) and the order rotates
 # from run to run, so that drift of the machine, and what the target before left behind
 # (dirty pages, freed inodes), hit all three alike.
@@ -366,6 +475,10 @@ if selected untar || selected gitstatus || selected rm; then
   make_tarball
   each bench_tree
 fi
+if selected requests; then
+  make_tarball
+  each bench_requests
+fi
 
 # MARK: - Report
 
@@ -375,6 +488,7 @@ python3 "$HERE/report.py" "$CSV" "$RESULTS/latest.md" \
   "date: $(date -u +%Y-%m-%dT%H:%MZ), $(uname -sr), $(nproc) CPUs, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo)" \
   "disk: $(findmnt -no FSTYPE,SOURCE -T "$BASE") under $DIR, $( ((IN_PLACE)) && echo "targets in place" || echo "each target on a fresh $FS_SIZE ext4 image (loop, direct I/O)"); runs: $RUNS (medians); mode: $( ((QUICK)) && echo quick || echo full)" \
   "sizes: sequential $SEQ_MB MiB (dd bs=1M, conv=fsync); random fio psync 4k on $RAND_SIZE for ${RAND_SECONDS}s (mount cache cold, backing cache warm); $META_FILES files; tree $(if [[ -f $BASE/tree.list ]]; then echo "$(wc -l <"$BASE/tree.list") files"; else echo -; fi)" \
-  "bindfs: $(bindfs --version 2>/dev/null | head -1 || echo -) with default options; AppBox: $APPBOX at $APPBOX_REV" \
+  "bindfs: $(bindfs --version 2>/dev/null | head -1 || echo -) with default options; AppBox: $APPBOX at $APPBOX_REV (appbox: --transport dev-fuse, appbox-uring: --transport io-uring)" \
+  "passthrough_hp: ${PASSTHROUGH_HP:--} (-o io_uring); requests per file: bench/results/$(basename "$REQ_CSV") has AppBox's by operation" \
   "raw runs: bench/results/$(basename "$CSV")"
 log "done in $(elapsed "$START" "$(now)") s; table in $RESULTS/latest.md, raw runs in $CSV"

@@ -9,6 +9,10 @@ above 1 always means AppBox is faster: rate(AppBox) / rate(other) for rates,
 time(other) / time(AppBox) for times. Runs are also paired by their number: the ratio
 to bindfs within each run (the targets of one run are measured minutes apart, in
 rotating order) gives the spread and how many runs AppBox was ahead in.
+
+Targets: native, bindfs and appbox always; appbox-uring (AppBox over FUSE over io_uring)
+and passthrough_hp (libfuse's example over io_uring) when the run had them. Each AppBox
+target gets a ratio column against each peer in the run.
 """
 
 import csv
@@ -18,6 +22,7 @@ import sys
 ORDER = [
     "seqwrite", "seqread", "randread", "randwrite",
     "create", "stat", "unlink", "untar", "gitstatus", "rm",
+    "req-create", "req-untar", "req-rm",
 ]
 TITLES = {
     "seqwrite": "sequential write (fsync)",
@@ -30,8 +35,13 @@ TITLES = {
     "untar": "untar + sync",
     "gitstatus": "git status (warm)",
     "rm": "rm -rf tree",
+    "req-create": "requests per created file",
+    "req-untar": "requests per untarred file",
+    "req-rm": "requests per file of rm -rf",
 }
-TARGETS = ["native", "bindfs", "appbox"]
+TARGETS = ["native", "bindfs", "passthrough_hp", "appbox", "appbox-uring"]
+PEERS = ["native", "bindfs", "passthrough_hp", "appbox"]
+APPBOXES = ["appbox", "appbox-uring"]
 
 
 def fmt(value):
@@ -62,30 +72,32 @@ def main() -> int:
             better[row["workload"]] = row["better"]
     workloads = [w for w in ORDER if w in units] + sorted(w for w in units if w not in ORDER)
 
-    columns = [
-        "workload", "unit", "native", "bindfs", "appbox",
-        "appbox vs native (×)", "appbox vs bindfs (×)", "per run vs bindfs (×)", "ahead of bindfs",
+    present = {t for (_, t) in values}
+    targets = [t for t in TARGETS if t in present]
+    pairs = [(a, p) for a in APPBOXES if a in present for p in PEERS if p in present and p != a]
+    columns = ["workload", "unit"] + targets + [f"{a} vs {p} (×)" for a, p in pairs] + [
+        "per run vs bindfs (×)", "ahead of bindfs",
     ]
     rows = []
     for w in workloads:
         med = {}
-        for t in TARGETS:
+        for t in targets:
             vs = values.get((w, t))
             med[t] = statistics.median(vs) if vs else None
             counts[t] = max(counts.get(t, 0), len(vs or []))
         unit = units[w] + (" ↑" if better[w] == "higher" else " ↓")
-        vn = speed(med["appbox"], med["native"], better[w])
-        vb = speed(med["appbox"], med["bindfs"], better[w])
+        ratios = [speed(med[a], med[p], better[w]) for a, p in pairs]
+        vb = speed(med.get("appbox"), med.get("bindfs"), better[w])
         paired = by_run.get((w, "appbox"), {}), by_run.get((w, "bindfs"), {})
         per_run = [r for r in (speed(paired[0][n], paired[1][n], better[w]) for n in paired[0] if n in paired[1]) if r]
         spread = f"{min(per_run):.2f}–{max(per_run):.2f}" if len(per_run) > 1 else "–"
         ahead = "–" if vb is None else ("yes" if vb > 1 else "**NO**")
         if per_run:
             ahead += f" ({sum(r > 1 for r in per_run)}/{len(per_run)} runs)"
-        rows.append([
-            TITLES.get(w, w), unit, fmt(med["native"]), fmt(med["bindfs"]), fmt(med["appbox"]),
-            "–" if vn is None else f"{vn:.2f}", "–" if vb is None else f"{vb:.2f}", spread, ahead,
-        ])
+        rows.append(
+            [TITLES.get(w, w), unit] + [fmt(med[t]) for t in targets]
+            + ["–" if r is None else f"{r:.2f}" for r in ratios] + [spread, ahead]
+        )
 
     legend = (
         "Medians over the runs. Unit ↑ = higher is better (rates), ↓ = lower is better (seconds). "

@@ -2,8 +2,9 @@
 # Installs AppBox's build and test dependencies from Debian (idempotent; needs root).
 set -euo pipefail
 # nfs-ganesha(-vfs) and libnfs-utils: a user-space NFS server and client, to export a sandbox
-# in a test (the kernel here has no NFS); chromium renders the HTML reports in a test.
-packages=(libfuse3-dev libsqlite3-dev fuse3 pkg-config attr acl sqlite3 git rsync tar python3 fio bindfs
+# in a test (the kernel here has no NFS); chromium renders the HTML reports in a test;
+# liburing-dev: FUSE over io_uring (CFuseDevice).
+packages=(libfuse3-dev liburing-dev libsqlite3-dev fuse3 pkg-config attr acl sqlite3 git rsync tar python3 fio bindfs
   nfs-ganesha nfs-ganesha-vfs libnfs-utils chromium)
 missing=()
 for p in "${packages[@]}"; do

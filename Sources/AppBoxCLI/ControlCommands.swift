@@ -1,3 +1,4 @@
+import FilesystemInterface
 import Foundation
 import Posix
 import SandboxPolicy
@@ -262,6 +263,19 @@ enum StatusText {
         ? "  busy poll:   off"
         : "  busy poll:   \(window) µs, \(busyPoll["polled"] ?? 0) requests found polling, \(busyPoll["waited"] ?? 0) waited for"
     )
+    let transport = status["transport"] as? [String: Any] ?? [:]
+    if transport["inUse"] as? String == RequestTransport.ioUring.rawValue {
+      lines.append(
+        "  transport:   FUSE over io_uring, \(transport["queues"] ?? 0) queues of \(transport["workersPerQueue"] ?? 0) workers"
+      )
+    } else if let reason = transport["fallbackReason"] as? String {
+      lines.append("  transport:   /dev/fuse (FUSE over io_uring is not available: \(reason))")
+    } else {
+      lines.append("  transport:   /dev/fuse")
+    }
+    let requests = status["requests"] as? [String: Any] ?? [:]
+    let total = requests.values.reduce(0) { $0 + ((($1 as? NSNumber)?.intValue) ?? 0) }
+    lines.append("  requests:    \(total) taken from the kernel (by operation in --json)")
     return lines.joined(separator: "\n")
   }
 }

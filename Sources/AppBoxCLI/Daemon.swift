@@ -16,6 +16,13 @@ struct Daemon {
     configuration.busyPollMicroseconds =
       request.busyPollMicroseconds ?? FuseConfiguration.defaultBusyPoll(availableCPUs: ResourceLimits.availableCPUs)
     configuration.maxRead = request.maxRead ?? 0
+    configuration.transport = request.transport ?? configuration.transport
+    if request.fuseOptions.contains("auto_unmount") {
+      // fusermount3 unmounts after the daemon's death only when the mount answers
+      // ENOTCONN at once; over io_uring the kernel lets go of the connection a moment
+      // later, and a request in between ends otherwise (docs/reference.md).
+      configuration.ioUringRefusal = "-o auto_unmount needs /dev/fuse: fusermount3 unmounts only on ENOTCONN"
+    }
     do {
       (session, filesystem) = try start(configuration)
     } catch {
@@ -60,6 +67,7 @@ struct Daemon {
     // the session loop, whose own SIGPIPE handler comes only when it starts.
     TerminationSignals.ignoreBrokenPipes()
     ResourceLimits.raiseOpenFiles()
+    if request.enableURing { try Self.enableURing() }
     let backing = request.backing!
     // Before anything touches the backing directory: one mount per backing directory. The
     // lock's descriptor is never closed: the kernel releases it when the daemon exits.
@@ -130,6 +138,23 @@ struct Daemon {
     do { try Sys.unlink(path) } catch  where error != .noEntry {
       FileHandle.standardError.write(Data("appbox: cannot remove \(path): \(error)\n".utf8))
     } catch {}
+  }
+
+  /// Turns on FUSE over io_uring for the whole host (`--enable-uring`): the fuse module's
+  /// `enable_uring` parameter, which only root may write.
+  static func enableURing() throws(CLIError) {
+    let parameter = "/sys/module/fuse/parameters/enable_uring"
+    do throws(Errno) {
+      let fd = try Sys.open(parameter, O_WRONLY | O_CLOEXEC, 0)
+      defer { Sys.close(fd) }
+      try Sys.writeAll(fd, Array("1\n".utf8))
+    } catch {
+      throw CLIError(
+        .noPermission,
+        "--enable-uring: cannot write 1 to \(parameter): \(error) (it needs root, and a kernel with FUSE over io_uring, Linux 6.14 or later)"
+      )
+    }
+    FileHandle.standardError.write(Data("appbox: turned FUSE over io_uring on for this host (\(parameter) = 1)\n".utf8))
   }
 
   /// Before serving: standard output and error go to the mount's log file. Without a log

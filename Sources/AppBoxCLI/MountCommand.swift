@@ -11,6 +11,9 @@ enum MountCommand {
     // --fstab: print the fstab line for the other options instead of mounting.
     let printsFstab = arguments.contains("--fstab")
     var request = try MountRequest.parse(arguments.filter { $0 != "--fstab" })
+    // The environment's transport, where the command line names none (checked here, in
+    // the parent, and read again by the daemon, which inherits the environment).
+    if request.transport == nil { request.transport = try MountRequest.environmentTransport() }
     if printsFstab {
       let mountpoint = absolute(request.mountpoint)
       print(

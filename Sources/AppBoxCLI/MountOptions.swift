@@ -1,4 +1,5 @@
 import AppBoxFS
+import FilesystemInterface
 import Foundation
 import SandboxPolicy
 
@@ -110,6 +111,20 @@ enum MountOptions {
       }
       draft.request.busyPollMicroseconds = microseconds
     },
+    .appbox(
+      "transport", .required("TRANSPORT"), default: .described("$APPBOX_TRANSPORT, else io-uring"),
+      help:
+        "how requests reach the daemon: io-uring (FUSE over io_uring; /dev/fuse where the kernel or host refuses it) or dev-fuse"
+    ) { draft, value, given throws(CLIError) in
+      guard let transport = RequestTransport(rawValue: value ?? "") else {
+        throw CLIError(.badValue, "\(given): use io-uring or dev-fuse")
+      }
+      draft.request.transport = transport
+    },
+    .appbox(
+      "enable-uring", .none, default: .described("off"),
+      help: "turn FUSE over io_uring on for the whole host first (writes 1 to /sys/module/fuse/parameters/enable_uring)"
+    ) { draft, _, _ throws(CLIError) in draft.request.enableURing = true },
   ]
 
   /// FUSE and kernel options, `-o` only. Each either works as documented or is refused

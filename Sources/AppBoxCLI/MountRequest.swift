@@ -1,4 +1,6 @@
 import AppBoxFS
+import FilesystemInterface
+import Foundation
 import Posix
 import SandboxPolicy
 
@@ -35,6 +37,23 @@ struct MountRequest {
   /// `--foreground` have none.
   var oItems: [String] = []
 
+  /// How requests should reach the daemon (nil: `APPBOX_TRANSPORT`, else the session's
+  /// default, io_uring where available).
+  var transport: RequestTransport?
+  /// The environment variable that chooses the transport when `--transport` is not given
+  /// (a whole test run on one transport).
+  static let transportVariable = "APPBOX_TRANSPORT"
+  /// The transport `APPBOX_TRANSPORT` names (nil when unset or empty).
+  /// - Throws: 65 for a value that names no transport.
+  static func environmentTransport() throws(CLIError) -> RequestTransport? {
+    guard let text = ProcessInfo.processInfo.environment[transportVariable], !text.isEmpty else { return nil }
+    guard let transport = RequestTransport(rawValue: text) else {
+      throw CLIError(.badValue, "\(transportVariable)=\(text): use io-uring or dev-fuse")
+    }
+    return transport
+  }
+  /// Turn the fuse module's `enable_uring` on before mounting (host-wide; root only).
+  var enableURing = false
   /// The largest `--busy-poll` accepted.
   static let busyPollLimit: UInt32 = 1000
   /// The smallest `--capacity`: room for the layout's directories and some files.
@@ -102,6 +121,7 @@ struct MountRequest {
     request.fuseOptions.removeAll { atimeOptions.contains($0) && !($0 == "noatime" && request.sandbox.noAccessTime) }
     // The kernel's passthrough reads update the backing file's access time.
     if request.sandbox.noAccessTime { request.passthrough = false }
+
     if let purgeAt = draft.purgeAt {
       let low = draft.purgeTo ?? Percentage(max(0, purgeAt.value - 10))
       do { request.sandbox.waterMarks = try WaterMarks(high: purgeAt, low: low) } catch {

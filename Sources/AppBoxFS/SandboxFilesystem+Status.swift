@@ -10,6 +10,10 @@ extension SandboxFilesystem {
     let snapshot = protection.shown
     let refusals = protection.counters.withLock { $0.jsonObject }
     let busyPoll = driver.busyPoll
+    let transport = Self.transportJSON(driver.transport)
+    let requests =
+      "{" + driver.requestCounts.map { JSONText.quoted($0.operation) + ":" + String($0.count) }.joined(separator: ",")
+      + "}"
     let guarded = revocation.counts
     let purgeCost = purgeCost.jsonObject
     return storage.books.withLock { books in
@@ -54,8 +58,26 @@ extension SandboxFilesystem {
           "busyPoll",
           "{\"microseconds\":\(busyPoll.microseconds),\"polled\":\(busyPoll.polled),\"waited\":\(busyPoll.waited)}"
         ),
+        ("transport", transport),
+        ("requests", requests),
       ]
       return "{" + fields.map { JSONText.quoted($0.0) + ":" + $0.1 }.joined(separator: ",") + "}"
     }
+  }
+}
+
+extension SandboxFilesystem {
+  /// The transport as a JSON object: the one in use, the one asked for, io_uring's shape,
+  /// and why the one asked for is not in use.
+  static func transportJSON(_ transport: TransportStatus) -> String {
+    let fields: [(String, String)] = [
+      ("inUse", JSONText.quoted(transport.inUse.rawValue)),
+      ("requested", JSONText.quoted(transport.requested.rawValue)),
+      ("queues", String(transport.queues)),
+      ("workersPerQueue", String(transport.workersPerQueue)),
+      ("bufferBytes", String(transport.bufferBytes)),
+      ("fallbackReason", transport.fallbackReason.map { JSONText.quoted($0) } ?? "null"),
+    ]
+    return "{" + fields.map { JSONText.quoted($0.0) + ":" + $0.1 }.joined(separator: ",") + "}"
   }
 }

@@ -11,6 +11,13 @@ public protocol FilesystemDriver: Sendable {
   /// The busy-poll window in microseconds (0: off), the requests found by polling, and
   /// those waited for.
   var busyPoll: (microseconds: UInt32, polled: UInt64, waited: UInt64) { get }
+
+  /// Requests taken from the kernel so far, by operation (the FUSE opcode's name in lower
+  /// case, e.g. `lookup`), those seen at least once, in opcode order.
+  var requestCounts: [(operation: String, count: UInt64)] { get }
+
+  /// How requests reach the daemon.
+  var transport: TransportStatus { get }
 }
 
 /// Registers backing files for passthrough opens: an open whose reply carries one is

@@ -1,4 +1,5 @@
 import CFuse
+import CFuseDevice
 import FilesystemInterface
 
 #if canImport(Glibc)
@@ -26,6 +27,13 @@ public struct FuseConfiguration: Sendable {
   /// Microseconds the reader polls for the next request before it sleeps, while requests
   /// come back to back (0: never poll). See CFuseDevice's busy_poll.c.
   public var busyPollMicroseconds = busyPollWindow
+  /// How requests should reach the daemon; io_uring falls back to `/dev/fuse` when the
+  /// kernel or the host refuses it (the session's ``FuseDriver/transport`` says which).
+  /// io_uring by default: it won every row the daemon takes part in, in the same
+  /// benchmark run (bench/README.md).
+  public var transport = RequestTransport.ioUring
+  /// Why io_uring, though asked for, must not be used on this mount (nil: it may).
+  public var ioUringRefusal: String?
 
   /// The busy-poll window where the program and the daemon can run at the same time.
   static let busyPollWindow: UInt32 = 30
@@ -55,8 +63,13 @@ public struct FuseConfiguration: Sendable {
     // File handles (name_to_handle_at, NFS exports) outlive the kernel's inode: it looks a
     // forgotten node up again as "." in it, and a directory's parent as "..".
     want |= capable & cfuse_cap_export_support()
-    // Read replies move file pages into the device by splice instead of copying.
-    want |= capable & (cfuse_cap_splice_write() | cfuse_cap_splice_move())
+    // Read replies move file pages into the device by splice instead of copying; not into
+    // io_uring's buffers, which take every reply by copy.
+    if cfuse_device_uring_planned() {
+      want &= ~(cfuse_cap_splice_write() | cfuse_cap_splice_move())
+    } else {
+      want |= capable & (cfuse_cap_splice_write() | cfuse_cap_splice_move())
+    }
     conn.pointee.want = want
     conn.pointee.max_write = maxWrite
     conn.pointee.max_read = maxRead

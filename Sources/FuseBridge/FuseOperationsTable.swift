@@ -231,7 +231,7 @@ nonisolated func makeOperations() -> fuse_lowlevel_ops {
         offset: offset)
       {
       case .file(let fd, let from, let count):
-        _ = cfuse_reply_fd_data(req, fd, from, count)
+        _ = cfuse_reply_read(req, fd, from, count)
       }
     } catch { reply(req, error) }
   }

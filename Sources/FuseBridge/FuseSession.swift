@@ -95,6 +95,13 @@ public final class FuseSession {
     let configuration = box.takeUnretainedValue().configuration
     var wanted = UInt32(CFUSE_DEVICE_KILLPRIV_V2 | CFUSE_DEVICE_DIRECT_IO_MMAP)
     if configuration.passthrough { wanted |= UInt32(CFUSE_DEVICE_PASSTHROUGH) }
+    if configuration.transport == .ioUring {
+      if let refusal = configuration.ioUringRefusal {
+        cfuse_device_refuse_uring(refusal)
+      } else {
+        wanted |= UInt32(CFUSE_DEVICE_IO_URING)
+      }
+    }
     guard cfuse_device_install(session, wanted) == 0 else { throw .mountFailed(mountpoint) }
     cfuse_device_set_busy_poll(configuration.busyPollMicroseconds)
     box.takeUnretainedValue().filesystem.mounted(notifier: FuseKernelNotifier(session: session))
@@ -125,11 +132,13 @@ public final class FuseSession {
   /// Asks the loop to end (thread-safe).
   public func exit() { fuse_session_exit(session) }
 
-  /// Unmounts if mounted.
+  /// Unmounts if mounted, and stops the io_uring workers (whose requests end with the
+  /// mount).
   public func unmount() {
     if mounted {
       fuse_session_unmount(session)
       mounted = false
+      cfuse_device_uninstall()
     }
   }
 

@@ -28,4 +28,25 @@ public struct FuseDriver: FilesystemDriver {
   public func handOff() { RequestReading.handOff() }
 
   public var busyPoll: (microseconds: UInt32, polled: UInt64, waited: UInt64) { RequestReading.busyPoll }
+
+  public var requestCounts: [(operation: String, count: UInt64)] {
+    (0..<UInt32(CFUSE_DEVICE_OPCODES)).compactMap { opcode in
+      let count = cfuse_device_request_count(opcode)
+      guard count > 0, let name = cfuse_device_opcode_name(opcode) else { return nil }
+      return (String(cString: name), count)
+    }
+  }
+
+  public var transport: TransportStatus {
+    var info = cfuse_device_transport_info()
+    cfuse_device_transport(&info)
+    let reason = withUnsafeBytes(of: info.reason) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+    let inUse: RequestTransport = info.transport == CFUSE_TRANSPORT_IO_URING ? .ioUring : .devFuse
+    return TransportStatus(
+      inUse: inUse, requested: info.requested ? .ioUring : .devFuse,
+      queues: inUse == .ioUring ? Int(info.queues) : 0,
+      workersPerQueue: inUse == .ioUring ? Int(info.workers_per_queue) : 0,
+      bufferBytes: inUse == .ioUring ? Int(info.payload) : 0,
+      fallbackReason: reason.isEmpty ? nil : reason)
+  }
 }

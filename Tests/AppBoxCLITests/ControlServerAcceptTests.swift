@@ -16,6 +16,8 @@ private struct NoKernel: FilesystemDriver {
   var passthrough: any PassthroughFiles { NoPassthrough() }
   func handOff() {}
   var busyPoll: (microseconds: UInt32, polled: UInt64, waited: UInt64) { (0, 0, 0) }
+  var requestCounts: [(operation: String, count: UInt64)] { [] }
+  var transport: TransportStatus { TransportStatus(inUse: .devFuse, requested: .devFuse) }
 }
 
 /// The time limit is generous: in the whole run, synchronous mount tests can hold the

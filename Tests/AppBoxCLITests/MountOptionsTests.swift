@@ -11,6 +11,7 @@ struct MountOptionsTests {
   static let sample: [String: String] = [
     "DIR": "/data/app", "SIZE": "2G", "DURATION": "5s", "CLASS": "complete", "PERCENT": "75%",
     "POLICY": "fifo", "COUNT": "7", "MICROSECONDS": "5", "BYTES": "8192", "NAME": "my-source",
+    "TRANSPORT": "dev-fuse",
   ]
 
   /// The request's every field, to compare two requests whole.

@@ -13,7 +13,9 @@
 //     direct reads and writes.
 // Requests are read by one worker thread at a time (reader.c), which may put work off until
 // after its next reply (deferred.c) and polls for the next request before it sleeps
-// (busy_poll.c).
+// (busy_poll.c). When asked, and the kernel agrees, requests come through FUSE over io_uring
+// instead (uring.c), and /dev/fuse carries only forgets, interrupts and notifications.
+// Every request taken is counted by opcode (counters.c).
 // One session per process (the state is global). Every symbol starts with `cfuse_device_`
 // or `cfuse_reply_`.
 #ifndef APPBOX_CFUSE_DEVICE_H
@@ -34,6 +36,7 @@ enum {
   CFUSE_DEVICE_KILLPRIV_V2 = 1,
   CFUSE_DEVICE_PASSTHROUGH = 2,
   CFUSE_DEVICE_DIRECT_IO_MMAP = 4,
+  CFUSE_DEVICE_IO_URING = 8,  // FUSE over io_uring (Linux 6.14+), /dev/fuse when refused
 };
 
 /// Installs the device I/O on a mounted session. Returns 0 or -errno.
@@ -47,8 +50,45 @@ typedef void (*cfuse_device_init_hook)(void *context, int error);
 /// Sets the INIT hook; call before the session loop starts.
 void cfuse_device_on_init(cfuse_device_init_hook hook, void *context);
 
+/// Records that io_uring was asked for and is not used, and why (call instead of asking
+/// for CFUSE_DEVICE_IO_URING in `cfuse_device_install`); logged, and shown by
+/// cfuse_device_transport.
+void cfuse_device_refuse_uring(const char *reason);
+
+/// Stops what the device I/O started (the io_uring workers), after the session's loop.
+void cfuse_device_uninstall(void);
+
 /// The features the kernel accepted (0 until INIT has been answered).
 unsigned cfuse_device_negotiated(void);
+
+/// During INIT: whether requests will come through io_uring (asked for, rings set up, and
+/// offered by the kernel). Replies are then never spliced: they go into the ring's buffers.
+bool cfuse_device_uring_planned(void);
+
+/// How requests reach the daemon.
+enum { CFUSE_TRANSPORT_DEV_FUSE = 0, CFUSE_TRANSPORT_IO_URING = 1 };
+
+/// The transport in use and, when io_uring was asked for and is not in use, why. When
+/// io_uring was asked for, waits (up to 5 s) until INIT has decided.
+struct cfuse_device_transport_info {
+  int transport;               // CFUSE_TRANSPORT_*
+  bool requested;              // io_uring was asked for
+  unsigned queues;             // io_uring: the kernel's queues (one per possible CPU)
+  unsigned workers_per_queue;  // io_uring: threads (each with one ring entry) per queue
+  size_t payload;              // io_uring: bytes of each entry's payload buffer
+  char reason[256];
+};
+void cfuse_device_transport(struct cfuse_device_transport_info *info);
+
+/// Request counters: opcodes below this are counted each on its own, others as opcode 0.
+#define CFUSE_DEVICE_OPCODES 53
+
+/// Requests of `opcode` taken from the kernel so far (either transport).
+uint64_t cfuse_device_request_count(uint32_t opcode);
+
+/// The opcode's name in lower case without FUSE_ ("lookup", "batch_forget"; "other" for
+/// 0), or NULL for a number the protocol leaves unused.
+const char *cfuse_device_opcode_name(uint32_t opcode);
 
 /// Registers an open backing file for passthrough. Returns its id (> 0) or -errno; after
 /// a refusal passthrough is switched off for the session.
@@ -91,6 +131,10 @@ bool cfuse_device_has_deferred(void);
 /// Runs this worker's deferred work. The device I/O calls it after writing each reply;
 /// the reader, before it waits on an empty device.
 void cfuse_device_run_deferred(void);
+
+/// Replies to a read with `size` bytes of `fd` at `offset`: over io_uring read straight
+/// into the request's ring entry, else as CFuse's cfuse_reply_fd_data (copied or spliced).
+int cfuse_reply_read(struct fuse_req *req, int fd, off_t offset, size_t size);
 
 /// Replies to `open` as fuse_reply_open does, with the handle's I/O passed through to
 /// `backing_id`.

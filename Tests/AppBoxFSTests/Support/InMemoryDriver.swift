@@ -11,6 +11,8 @@ struct InMemoryDriver: FilesystemDriver {
   var passthrough: any PassthroughFiles { NoPassthrough() }
   func handOff() {}
   var busyPoll: (microseconds: UInt32, polled: UInt64, waited: UInt64) { (0, 0, 0) }
+  var requestCounts: [(operation: String, count: UInt64)] { [] }
+  var transport: TransportStatus { TransportStatus(inUse: .devFuse, requested: .devFuse) }
 }
 
 /// Passthrough is never available outside a FUSE session.

@@ -1,0 +1,124 @@
+import Foundation
+import Testing
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// How requests reach the daemon (`--transport`, `APPBOX_TRANSPORT`), and the request
+/// counters `appbox status --json` shows. The whole suite runs once per transport
+/// (scripts/test.sh): these tests check that each run is on the transport it asked for.
+@Suite("Transport and request counters", .needsFUSE, .timeLimit(.minutes(5)))
+struct TransportTests {
+  /// The transport this run asked for (scripts/test.sh sets APPBOX_TRANSPORT per run);
+  /// without it, the default: io_uring.
+  static let requested =
+    ProcessInfo.processInfo.environment["APPBOX_TRANSPORT"].flatMap { $0.isEmpty ? nil : $0 }
+    ?? "io-uring"
+
+  /// Whether the kernel's host-wide switch for FUSE over io_uring is on.
+  static var uringSwitchOn: Bool {
+    let text = (try? String(contentsOfFile: "/sys/module/fuse/parameters/enable_uring", encoding: .utf8)) ?? ""
+    return text.hasPrefix("Y") || text.hasPrefix("1")
+  }
+
+  /// The transport this run's mounts use: the one asked for when it was asked for
+  /// explicitly (a fallback then fails the run); the default's, io_uring, only where the
+  /// kernel's switch is on.
+  static var expected: String {
+    if ProcessInfo.processInfo.environment["APPBOX_TRANSPORT"].map({ !$0.isEmpty }) == true { return requested }
+    return uringSwitchOn ? "io-uring" : "dev-fuse"
+  }
+
+  /// The kernel's ring queues: one per possible CPU ("0-1" in sysfs).
+  static var possibleCPUs: Int64 {
+    let text = (try? String(contentsOfFile: "/sys/devices/system/cpu/possible", encoding: .utf8)) ?? ""
+    return text.trimmingCharacters(in: .whitespacesAndNewlines).split(separator: ",").reduce(0) { total, range in
+      let bounds = range.split(separator: "-").compactMap { Int64($0) }
+      return total + (bounds.count == 2 ? bounds[1] - bounds[0] + 1 : 1)
+    }
+  }
+
+  static func transport(_ status: [String: Any]) -> [String: Any] { status["transport"] as? [String: Any] ?? [:] }
+
+  @Test("the mount uses the transport this run asked for, with no fallback")
+  func transportInUse() throws {
+    let fixture = try MountFixture.unlocked()
+    let transport = Self.transport(try Quota.status(fixture.mountpoint))
+    #expect(transport["requested"] as? String == Self.requested)
+    #expect(
+      transport["inUse"] as? String == Self.expected,
+      "asked for \(Self.requested), the daemon uses \(transport["inUse"] ?? "?"): \(transport["fallbackReason"] ?? "no reason")"
+    )
+    if Self.expected == Self.requested {
+      #expect(transport["fallbackReason"] is NSNull)
+    } else {
+      // The default fell back because the switch is off, and says so.
+      #expect((transport["fallbackReason"] as? String)?.contains("enable_uring is 0") == true)
+    }
+    if Self.expected == "io-uring" {
+      #expect(Quota.number(["t": transport], "t.queues") == Self.possibleCPUs)
+      #expect(Quota.number(["t": transport], "t.workersPerQueue") == 4)
+      // The payload buffer holds the largest request: a 1 MiB write.
+      #expect(Quota.number(["t": transport], "t.bufferBytes") >= 1 << 20)
+      // /dev/fuse carries only forgets and interrupts then: its reader does not poll.
+      #expect(Quota.number(try Quota.status(fixture.mountpoint), "busyPoll.microseconds") == 0)
+    }
+    let human = try Command.run(Command.appbox, ["status", fixture.mountpoint])
+    #expect(
+      human.output.contains(Self.expected == "io-uring" ? "transport:   FUSE over io_uring" : "transport:   /dev/fuse"))
+    try fixture.unmount()
+  }
+
+  @Test("each request is counted under its operation, on either transport")
+  func requestsAreCounted() throws {
+    let fixture = try MountFixture.unlocked()
+    let before = try Quota.status(fixture.mountpoint)
+    let files = 25
+    for index in 0..<files {
+      let path = fixture.path("Documents/counted\(index)")
+      try writeFile(path, Array("x".utf8))
+      try check(unlink(path), "unlink \(path)")
+    }
+    let after = try Quota.status(fixture.mountpoint)
+    func delta(_ operation: String) -> Int64 {
+      Quota.number(after, "requests.\(operation)") - max(0, Quota.number(before, "requests.\(operation)"))
+    }
+    // Each file: exactly one create, one write and one unlink reach the daemon.
+    #expect(delta("create") == Int64(files))
+    #expect(delta("write") == Int64(files))
+    #expect(delta("unlink") == Int64(files))
+    #expect(Quota.number(after, "requests.init") == 1)
+    // Only operations that happened are listed.
+    let requests = after["requests"] as? [String: Any] ?? [:]
+    #expect(requests["symlink"] == nil)
+    try fixture.unmount()
+  }
+
+  @Test("-o auto_unmount keeps /dev/fuse, and status says why")
+  func autoUnmountKeepsDevFuse() throws {
+    let fixture = try MountFixture.unlocked(["--transport", "io-uring", "-o", "auto_unmount"])
+    let transport = Self.transport(try Quota.status(fixture.mountpoint))
+    #expect(transport["requested"] as? String == "io-uring")
+    #expect(transport["inUse"] as? String == "dev-fuse")
+    #expect((transport["fallbackReason"] as? String)?.contains("auto_unmount") == true, "\(transport)")
+    try fixture.unmount()
+  }
+
+  @Test("an unknown transport is refused with a clear error, from the option or the environment")
+  func unknownTransportRefused() throws {
+    let directories = try SandboxDirectories()
+    let option = try Command.run(
+      Command.appbox,
+      ["mount", "--transport", "carrier-pigeon", "--backing", directories.backing, directories.mountpoint])
+    #expect(option.status == 65)
+    #expect(option.error.contains("--transport carrier-pigeon: use io-uring or dev-fuse"))
+    var environment = ProcessInfo.processInfo.environment
+    environment["APPBOX_TRANSPORT"] = "smoke-signals"
+    let variable = try Command.run(
+      Command.appbox, ["mount", "--backing", directories.backing, directories.mountpoint], environment: environment)
+    #expect(variable.status == 65)
+    #expect(variable.error.contains("APPBOX_TRANSPORT=smoke-signals: use io-uring or dev-fuse"))
+    #expect(!MountFixture.isMounted(directories.mountpoint))
+  }
+}
