@@ -37,9 +37,12 @@ if timed "swift build" swift build --build-tests; then
   # TransportTests fails if a daemon fell back to /dev/fuse. The kernel's switch is
   # host-wide: turned on here, explicitly, and put back as it was afterwards.
   switch=/sys/module/fuse/parameters/enable_uring
-  if [ -e "$switch" ] && [ "$(id -u)" -eq 0 ]; then
-    was=$(cat "$switch")
-    echo 1 >"$switch"
+  was=$(cat "$switch" 2>/dev/null)
+  [ "$was" = N ] && [ "$(id -u)" -eq 0 ] && { echo 1 >"$switch"; } 2>/dev/null
+  if [ "$was" = N ] && [ "$(cat "$switch")" = N ]; then
+    # A container's /sys is read-only: the host's switch decides (docs/testing.md).
+    lines+=("skipped: the mount tests over io_uring: $switch is off and cannot be turned on here (turn it on on the host)")
+  elif [ -e "$switch" ] && [ "$(id -u)" -eq 0 ]; then
     APPBOX_TRANSPORT=io-uring timed "swift test (mounts over io_uring)" \
       bash -c 'swift test --skip-build --filter "MountTests|AppBoxKitTests" 2>&1 | tee "$1"; exit "${PIPESTATUS[0]}"' \
       swift-test "$log"
