@@ -12,10 +12,16 @@ import SandboxPolicy
 /// Library come back with their bytes, modes, times, classes and attributes; Caches and
 /// tmp are empty; excluded items are absent.
 ///
-/// Everything is built in a staging directory beside the target and renamed into place
-/// at the end, so a bad or truncated backup leaves nothing behind. Directories are
-/// opened one component at a time with `O_NOFOLLOW`, so no path in a backup can lead
-/// outside the new directory.
+/// A backup is input from anyone, so a restore trusts none of it. It works in two
+/// passes. The first writes nothing: ``RestorePlan`` checks the paths, then every record
+/// and every file's bytes are read and checked (class, attributes, target, size), and
+/// the total, counted as the copies will take it (data only: holes stay holes), must fit
+/// the target's filesystem and the sandbox's capacity when one is given. The second
+/// builds everything in a private staging directory beside the target, renamed into
+/// place at the end, so a bad or truncated backup leaves nothing behind. Directories are
+/// opened one component at a time with `O_NOFOLLOW`, the backup's own files too, so no
+/// path in a backup can lead outside either directory. Ownership is not restored (files
+/// belong to the user who restores), so set-user-ID and set-group-ID bits are dropped.
 final class BackupRestorer {
 
   /// What was restored.
@@ -28,17 +34,53 @@ final class BackupRestorer {
     var skipped = 0
     /// Rows excluded by their attributes: not restored.
     var excluded = 0
+    /// Items whose set-user-ID or set-group-ID bit was dropped.
+    var setIDDropped = 0
   }
 
+  /// What the first pass found about an item of the plan.
+  private struct Checked {
+    /// Excluded, or below an excluded directory: not restored.
+    var excluded = false
+    /// The record's size and inode number, which the second pass must find again.
+    var size: Int64 = 0
+    var inode: UInt64 = 0
+    /// Another name of a file restored before it (same inode number and size): a link.
+    var linked = false
+    /// The bytes of data its copy writes (holes left out).
+    var data: Int64 = 0
+  }
+
+  /// What a restore writes, estimated before it writes anything.
+  private struct Space {
+    /// Blocks of the target's filesystem.
+    var blockSize: Int64
+    var data: Int64 = 0
+    var blocks: Int64 = 0
+    var items: Int64 = 0
+    var bytes: Int64 { data + blocks * blockSize }
+  }
+
+  /// The largest `Manifest.plist` read.
+  static let manifestLimit = 16 << 20
+  /// The descriptors a restore needs beside one per directory level.
+  static let spareDescriptors: UInt64 = 64
+
   private let backup: String
+  private var backupFD: Int32 = -1
+  private var buckets: [String: Int32] = [:]
   private var summary = Summary()
   private var rootFD: Int32 = -1
-  /// The open directories from the root to the last row's parent: components, descriptor,
-  /// and the record to apply (mode, times) once everything inside is restored.
-  private var stack: [(name: [UInt8], fd: Int32, record: BackupFileRecord?)] = []
+  /// The open directories from the root to the last row's parent.
+  private var stack: [(name: [UInt8], fd: Int32)] = []
+  /// Directories made from rows, in the order made, with the mode and time they get at
+  /// the end (a mode that denies the user could stop a later row: a hard link into it).
+  private var directoryRows: [(components: [[UInt8]], mode: mode_t, time: Int64)] = []
   /// Restored files by inode number, for hard links: path and size.
   private var restoredInodes: [UInt64: (components: [[UInt8]], size: Int64)] = [:]
-  private var excludedPrefixes: [[[UInt8]]] = []
+  /// The mode of directories a restore makes itself (the layout's, and parents without a
+  /// row): 0755 less the user's umask, always usable by the user.
+  private var directoryMode: mode_t = 0o755
 
   private var progress: ProgressLine
 
@@ -51,27 +93,51 @@ final class BackupRestorer {
 
   deinit {
     for entry in stack { Sys.close(entry.fd) }
-    if rootFD >= 0 { Sys.close(rootFD) }
+    for fd in buckets.values { Sys.close(fd) }
+    if backupFD >= 0 { Sys.close(backupFD) }
   }
+
+  // MARK: - Opening
 
   /// The app domains (`AppDomain-…`) of the backup and its database.
   func open() throws(CLIError) -> (ManifestDatabase, [String]) {
-    var isDirectory: ObjCBool = false
-    guard FileManager.default.fileExists(atPath: backup, isDirectory: &isDirectory), isDirectory.boolValue else {
+    do throws(Errno) {
+      backupFD = try Sys.open(backup, O_RDONLY | O_DIRECTORY)
+    } catch  where error == .noEntry {
+      throw CLIError(.noInput, "\(backup) does not exist")
+    } catch  where error == .notDirectory {
       throw CLIError(.noInput, "\(backup) is not a directory")
+    } catch {
+      throw CLIError(.noInput, "cannot open \(backup): \(error)")
     }
-    guard let manifest = FileManager.default.contents(atPath: backup + "/Manifest.plist") else {
+    guard let manifest = try member("Manifest.plist", limit: Self.manifestLimit) else {
       throw CLIError(.badValue, "\(backup) is not an iOS backup: no Manifest.plist")
     }
-    let plist = try? PropertyListSerialization.propertyList(from: manifest, options: [], format: nil) as? [String: Any]
-    guard let plist else {
+    let plist: [String: Any]
+    do {
+      let value = try PropertyListSerialization.propertyList(from: Data(manifest), options: [], format: nil)
+      guard let dictionary = value as? [String: Any] else {
+        throw CLIError(.badValue, "\(backup)/Manifest.plist is not a dictionary")
+      }
+      plist = dictionary
+    } catch let error as CLIError {
+      throw error
+    } catch {
       throw CLIError(.badValue, "\(backup)/Manifest.plist is not a property list (truncated?)")
     }
     if plist["IsEncrypted"] as? Bool == true {
       throw CLIError(.badValue, "\(backup) is encrypted: AppBox restores unencrypted backups only")
     }
-    guard FileManager.default.fileExists(atPath: backup + "/Manifest.db") else {
+    let status: stat
+    do throws(Errno) {
+      status = try Sys.fstatat(backupFD, "Manifest.db", AT_SYMLINK_NOFOLLOW)
+    } catch  where error == .noEntry {
       throw CLIError(.badValue, "\(backup) is not an iOS backup: no Manifest.db")
+    } catch {
+      throw CLIError(.noInput, "cannot look at \(backup)/Manifest.db: \(error)")
+    }
+    guard status.st_mode & S_IFMT == S_IFREG else {
+      throw CLIError(.badValue, "\(backup)/Manifest.db is not a file")
     }
     do throws(ManifestDatabase.Failure) {
       let database = try ManifestDatabase(path: backup + "/Manifest.db", create: false)
@@ -81,195 +147,370 @@ final class BackupRestorer {
     }
   }
 
-  /// Restores `domain` of `database` into `target`, which must not exist or be empty.
-  func restore(_ database: ManifestDatabase, domain: String, into target: String) throws(CLIError) -> Summary {
-    if let entries = try? FileManager.default.contentsOfDirectory(atPath: target), !entries.isEmpty {
-      throw CLIError(.noInput, "\(target) is not empty: restore into a new or empty directory")
-    }
-    var isDirectory: ObjCBool = false
-    if FileManager.default.fileExists(atPath: target, isDirectory: &isDirectory), !isDirectory.boolValue {
-      throw CLIError(.noInput, "\(target) is not a directory")
-    }
-    let rows: [ManifestDatabase.Row]
-    do throws(ManifestDatabase.Failure) {
-      rows = try database.rows(domain: domain)
+  /// A file of the backup's top level, read whole, or nil when there is none.
+  private func member(_ name: String, limit: Int) throws(CLIError) -> [UInt8]? {
+    let fd: Int32
+    do throws(Errno) {
+      fd = try Sys.openat(backupFD, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
+    } catch  where error == .noEntry {
+      return nil
     } catch {
+      throw CLIError(.badValue, "cannot open \(backup)/\(name) (a symlink?): \(error)")
+    }
+    defer { Sys.close(fd) }
+    let status: stat
+    do throws(Errno) { status = try Sys.fstat(fd) } catch {
+      throw CLIError(.osError, "cannot look at \(backup)/\(name): \(error)")
+    }
+    guard status.st_mode & S_IFMT == S_IFREG, status.st_size <= limit else {
+      throw CLIError(.badValue, "\(backup)/\(name) is not a file of at most \(ByteCount(Int64(limit)).formatted)")
+    }
+    do throws(Errno) { return try Sys.readToEnd(fd, limit: limit) } catch {
+      throw CLIError(.osError, "cannot read \(backup)/\(name): \(error)")
+    }
+  }
+
+  // MARK: - Restoring
+
+  /// Restores `domain` of `database` into `target`, which must not exist or be empty.
+  /// - Parameter capacity: the capacity of the sandbox to be mounted there, if given: a
+  ///   restore that would use more is refused.
+  func restore(_ database: ManifestDatabase, domain: String, into target: DirectoryArgument, capacity: Int64?)
+    throws(CLIError) -> Summary
+  {
+    try StagingDirectory.checkNewOrEmpty(target, verb: "restore")
+    let rows: [RestorePlan.Row]
+    do throws(ManifestDatabase.Failure) { rows = try database.entries(domain: domain) } catch {
       throw CLIError(.badValue, "\(backup)/Manifest.db: \(error)")
     }
-    let parent = (target as NSString).deletingLastPathComponent
-    let staging =
-      (parent.isEmpty ? "." : parent) + "/.\((target as NSString).lastPathComponent).appbox-restore-\(Sys.processID)"
-    do throws(Errno) {
-      try Sys.mkdirat(AT_FDCWD, staging, 0o755)
-      rootFD = try Sys.openat(AT_FDCWD, staging, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
-    } catch {
-      throw CLIError(.noInput, "cannot create \(staging): \(error)")
+    let plan: RestorePlan
+    do throws(RestoreProblem) { plan = try RestorePlan(rows) } catch {
+      throw CLIError(.badValue, "bad backup: \(error)")
     }
+    summary.skipped = plan.skipped
+    let descriptors = ResourceLimits.raiseOpenFiles()
+    guard UInt64(plan.depth) + Self.spareDescriptors <= descriptors else {
+      throw CLIError(
+        .osError,
+        "the backup nests \(plan.depth) directories deep; a restore holds one descriptor per level, and this process may open \(descriptors) (ulimit -n)"
+      )
+    }
+    let space = try spaceAvailable(in: target)
+    var needed = Space(blockSize: space.blockSize)
+    let checked = try check(plan, database, &needed)
+    try refuseUnlessItFits(needed, space, capacity: capacity, target: target)
+
+    // Nothing is made readable to others before it is complete: every create below has
+    // the mode it is given, no more; the user's umask decides only the directories a
+    // restore makes itself.
+    let userMask = Sys.umask(0o077)
+    defer { _ = Sys.umask(userMask) }
+    directoryMode = (0o755 & ~userMask) | 0o700
+    let staging = try StagingDirectory(for: target, purpose: "restore", verb: "restore")
+    rootFD = staging.fd
     defer { progress.finish() }
     do throws(CLIError) {
       try makeLayout()
-      try restoreRows(rows)
-      try closeDirectories(keeping: 0)
-      do { try Sys.rename(staging, to: target) } catch {
-        throw CLIError(.osError, "cannot rename \(staging) to \(target): \(error)")
+      for (index, item) in plan.items.enumerated() where !checked[index].excluded {
+        try restore(item, checked[index], database)
+        progress.update(files: summary.files + summary.directories + summary.symlinks, bytes: summary.bytes)
       }
+      closeDirectories(keeping: 0)
+      try applyDirectoryModes()
+      do throws(Errno) { try Sys.fchmod(rootFD, directoryMode) } catch {
+        throw CLIError(.osError, "cannot set the mode of \(staging.path): \(error)")
+      }
+      try staging.commit()
     } catch {
-      try? FileManager.default.removeItem(atPath: staging)
+      closeDirectories(keeping: 0)
+      if let note = staging.discard() { throw CLIError(error.code, error.message + "; " + note) }
       throw error
     }
     return summary
   }
 
-  // MARK: - Rows
+  // MARK: - First pass: check, write nothing
 
-  private func restoreRows(_ rows: [ManifestDatabase.Row]) throws(CLIError) {
-    var entries: [(components: [[UInt8]], row: ManifestDatabase.Row)] = []
-    for row in rows {
-      if row.relativePath.isEmpty { continue }  // the domain's own directory
-      let components = row.relativePath.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false).map(
-        Array.init)
-      guard !row.relativePath.contains(0),
-        components.allSatisfy({ !$0.isEmpty && $0 != [0x2E] && $0 != [0x2E, 0x2E] })
-      else {
-        throw CLIError(
-          .badValue, "bad backup: the path \(Self.text(row.relativePath)) is not a relative path")
-      }
-      guard BackupRules.restorableComponents(row.relativePath) != nil else {
-        summary.skipped += 1
+  /// Reads every record and every file's bytes of the plan, checks them, decides what is
+  /// excluded and what is a hard link, and adds up what the restore will write.
+  private func check(_ plan: RestorePlan, _ database: ManifestDatabase, _ space: inout Space) throws(CLIError)
+    -> [Checked]
+  {
+    var checked: [Checked] = []
+    checked.reserveCapacity(plan.items.count)
+    var excludedDirectory: [[UInt8]]?
+    var lastOfInode: [UInt64: Int64] = [:]
+    // The root, the layout's six directories and the parents without a row.
+    space.blocks += 7 + Int64(plan.implicitDirectories)
+    space.items += 7 + Int64(plan.implicitDirectories)
+    for item in plan.items {
+      if let excludedDirectory, item.components.starts(with: excludedDirectory) {
+        checked.append(Checked(excluded: true))
         continue
       }
-      entries.append((components, row))
-    }
-    // Parents before children, and each directory's subtree contiguous.
-    entries.sort { $0.components.lexicographicallyPrecedes($1.components) { $0.lexicographicallyPrecedes($1) } }
-    for (components, row) in entries {
-      if excludedPrefixes.contains(where: { components.starts(with: $0) }) { continue }
-      let record: BackupFileRecord
-      do throws(BackupFileRecord.ReadError) {
-        record = try BackupFileRecord.unarchive(row.file, relativePath: row.relativePath, flags: row.flags)
-      } catch {
-        throw CLIError(.badValue, "bad backup: \(Self.text(row.relativePath)): \(error)")
-      }
+      excludedDirectory = nil
+      let record = try record(of: item, database)
+      var entry = Checked(size: record.size, inode: record.inode)
       if BackupRules.exclusion(record.extendedAttributes) != nil {
         summary.excluded += 1
-        excludedPrefixes.append(components)
+        entry.excluded = true
+        if item.kind == .directory { excludedDirectory = item.components }
+        checked.append(entry)
         continue
       }
-      try restore(record, components: components, fileID: row.fileID)
-      progress.update(files: summary.files + summary.directories + summary.symlinks, bytes: summary.bytes)
+      switch item.kind {
+      case .directory:
+        space.blocks += 1
+        space.items += 1
+      case .symlink:
+        // A target longer than fits in the inode takes a block.
+        if (record.target?.count ?? 0) > 59 { space.blocks += 1 }
+        space.items += 1
+      case .file:
+        if record.inode != 0, lastOfInode[record.inode] == record.size {
+          entry.linked = true
+        } else {
+          let source = try openContent(item)
+          defer { Sys.close(source) }
+          do throws(Errno) {
+            entry.data = try SparseCopy.dataBytes(source, count: record.size)
+          } catch {
+            throw CLIError(
+              .osError, "cannot read \(backup)/\(BackupRules.contentPath(fileID: item.row.fileID)): \(error)")
+          }
+          space.data += (entry.data + space.blockSize - 1) / space.blockSize * space.blockSize
+          space.items += 1
+          if record.inode != 0 { lastOfInode[record.inode] = record.size }
+        }
+      }
+      checked.append(entry)
+    }
+    return checked
+  }
+
+  /// The record of an item, decoded and checked against its row.
+  private func record(of item: RestorePlan.Item, _ database: ManifestDatabase) throws(CLIError) -> BackupFileRecord {
+    let path = RestorePlan.text(item.row.relativePath)
+    let bytes: [UInt8]
+    do throws(ManifestDatabase.Failure) { bytes = try database.record(rowID: item.row.rowID) } catch {
+      throw CLIError(.badValue, "bad backup: \(path): \(error)")
+    }
+    let record: BackupFileRecord
+    do throws(BackupFileRecord.ReadError) {
+      record = try BackupFileRecord.unarchive(bytes, relativePath: item.row.relativePath, flags: item.row.flags)
+    } catch {
+      throw CLIError(.badValue, "bad backup: \(path): \(error)")
+    }
+    do throws(RestoreProblem) { _ = try RestorePlan.check(record) } catch {
+      throw CLIError(.badValue, "bad backup: \(error)")
+    }
+    return record
+  }
+
+  /// A file's bytes in the backup, opened without following a symlink on the way, and
+  /// checked to be a regular file of the size its record says.
+  private func openContent(_ item: RestorePlan.Item) throws(CLIError) -> Int32 {
+    let fileID = item.row.fileID
+    let path = RestorePlan.text(item.row.relativePath)
+    let fd: Int32
+    do throws(Errno) {
+      let bucket = try bucketFD(String(fileID.prefix(2)))
+      fd = try Sys.openat(bucket, fileID, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
+    } catch  where error == .tooManySymlinks || error == .notDirectory {
+      throw CLIError(.badValue, "bad backup: the bytes of \(path) (\(fileID)) are behind a symlink, not in the backup")
+    } catch {
+      throw CLIError(.badValue, "bad or truncated backup: the bytes of \(path) (\(fileID)) are missing: \(error)")
+    }
+    do throws(CLIError) {
+      let status: stat
+      do throws(Errno) { status = try Sys.fstat(fd) } catch {
+        throw CLIError(.osError, "cannot look at the bytes of \(path) (\(fileID)): \(error)")
+      }
+      guard status.st_mode & S_IFMT == S_IFREG else {
+        throw CLIError(.badValue, "bad backup: the bytes of \(path) (\(fileID)) are not a regular file")
+      }
+      return fd
+    } catch {
+      Sys.close(fd)
+      throw error
     }
   }
 
-  private func restore(_ record: BackupFileRecord, components: [[UInt8]], fileID: String) throws(CLIError) {
+  private func bucketFD(_ name: String) throws(Errno) -> Int32 {
+    if let fd = buckets[name] { return fd }
+    let fd = try Sys.openat(backupFD, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+    buckets[name] = fd
+    return fd
+  }
+
+  /// The free space and inodes of the filesystem the target goes on.
+  private func spaceAvailable(in target: DirectoryArgument) throws(CLIError) -> (
+    blockSize: Int64, free: Int64, inodes: Int64?
+  ) {
+    do throws(Errno) {
+      let fd = try Sys.open(target.parent, O_RDONLY | O_DIRECTORY)
+      defer { Sys.close(fd) }
+      let st = try Sys.fstatvfs(fd)
+      let blockSize = max(Int64(st.f_frsize), 512)
+      let free = Int64(clamping: UInt64(st.f_bavail).multipliedReportingOverflow(by: UInt64(st.f_frsize)).partialValue)
+      // A filesystem that reports no inode total has no inode limit.
+      return (blockSize, free, st.f_files == 0 ? nil : Int64(clamping: UInt64(st.f_favail)))
+    } catch {
+      throw CLIError(.noInput, "cannot measure the free space of \(target.parent): \(error)")
+    }
+  }
+
+  private func refuseUnlessItFits(
+    _ needed: Space, _ space: (blockSize: Int64, free: Int64, inodes: Int64?), capacity: Int64?,
+    target: DirectoryArgument
+  ) throws(CLIError) {
+    let what =
+      "the restore needs about \(ByteCount(needed.bytes).formatted) (the files' data as the backup holds it, holes left out, and a block per directory)"
+    if let capacity, needed.bytes > capacity {
+      throw CLIError(
+        .badValue, "\(what), more than the sandbox's capacity \(ByteCount(capacity).formatted) (--capacity)")
+    }
+    if needed.bytes > space.free {
+      throw CLIError(
+        .osError,
+        "\(what), but the filesystem of \(target.parent) has \(ByteCount(space.free).formatted) free: make room or restore elsewhere"
+      )
+    }
+    if let inodes = space.inodes, needed.items > inodes {
+      throw CLIError(
+        .osError,
+        "the restore makes \(needed.items) files and directories, but the filesystem of \(target.parent) has room for \(inodes) more"
+      )
+    }
+  }
+
+  // MARK: - Second pass: write
+
+  private func restore(_ item: RestorePlan.Item, _ checked: Checked, _ database: ManifestDatabase) throws(CLIError) {
+    let record = try record(of: item, database)
+    let protection: ProtectionClass?
+    do throws(RestoreProblem) { protection = try RestorePlan.check(record) } catch {
+      throw CLIError(.badValue, "bad backup: \(error)")
+    }
+    guard record.size == checked.size, record.inode == checked.inode,
+      BackupRules.exclusion(record.extendedAttributes) == nil
+    else {
+      throw CLIError(.badValue, "bad backup: \(RestorePlan.text(record.relativePath)) changed during the restore")
+    }
+    let components = item.components
     let parentFD = try openParent(of: components)
     let name = (components[components.count - 1] + [0]).map { CChar(bitPattern: $0) }
-    do {
-      switch record.kind {
-      case .directory:
-        // The sandbox's fixed directories are made first (opened below only if they
-        // are directories).
-        try Self.makeDirectory(parentFD, name, 0o700, existing: components.count <= 2)
-        let fd = try Sys.openat(parentFD, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
-        stack.append((components[components.count - 1], fd, record))
-        try setAttributes(fd, record)
-        summary.directories += 1
-      case .symlink:
-        guard let target = record.target else {
-          throw CLIError(
-            .badValue, "bad backup: the symlink \(Self.text(record.relativePath)) has no Target")
-        }
-        try Sys.symlinkat((target + [0]).map { CChar(bitPattern: $0) }, parentFD, name)
+    if record.mode & 0o6000 != 0, record.kind != .symlink { summary.setIDDropped += 1 }
+    switch record.kind {
+    case .directory:
+      let existing = RestorePlan.layoutDirectories.contains(components)
+      let fd: Int32
+      do throws(Errno) {
+        // The sandbox's own directories are made first; a row may only describe them.
+        fd = try makeDirectory(parentFD, name, mode: 0o700, existing: existing)
+      } catch {
+        throw CLIError(.osError, "cannot make the directory \(RestorePlan.text(record.relativePath)): \(error)")
+      }
+      stack.append((components[components.count - 1], fd))
+      directoryRows.append((components, Self.restoredMode(record.mode), record.lastModified))
+      try setAttributes(fd, record, protection)
+      summary.directories += 1
+    case .symlink:
+      do throws(Errno) {
+        try Sys.symlinkat(((record.target ?? []) + [0]).map { CChar(bitPattern: $0) }, parentFD, name)
         let fd = try Sys.openat(parentFD, name, Linux.openPath | O_NOFOLLOW | O_CLOEXEC)
         defer { Sys.close(fd) }
         let time = timespec(tv_sec: Int(record.lastModified), tv_nsec: 0)
         try Sys.utimens(fd, isSymlink: true, (time, time))
-        summary.symlinks += 1
-      case .file:
-        try restoreFile(record, components: components, parentFD: parentFD, name: name, fileID: fileID)
+      } catch {
+        throw CLIError(.osError, "cannot restore the symlink \(RestorePlan.text(record.relativePath)): \(error)")
       }
-    } catch let error as CLIError {
-      throw error
-    } catch {
-      throw CLIError(.osError, "cannot restore \(Self.text(record.relativePath)): \(error)")
+      summary.symlinks += 1
+    case .file:
+      try restoreFile(record, protection, checked, components: components, parentFD: parentFD, name: name, item)
     }
   }
 
   private func restoreFile(
-    _ record: BackupFileRecord, components: [[UInt8]], parentFD: Int32, name: [CChar], fileID: String
+    _ record: BackupFileRecord, _ protection: ProtectionClass?, _ checked: Checked, components: [[UInt8]],
+    parentFD: Int32, name: [CChar], _ item: RestorePlan.Item
   ) throws(CLIError) {
+    let path = RestorePlan.text(record.relativePath)
     summary.files += 1
-    summary.bytes += record.size
-    if record.inode != 0, let first = restoredInodes[record.inode], first.size == record.size {
+    summary.bytes.addSaturating(record.size)
+    if checked.linked, let first = restoredInodes[record.inode], first.size == record.size {
       do throws(Errno) {
         let existing = try openBeneath(first.components)
         defer { Sys.close(existing) }
         try Sys.link(existing, parentFD, name)
         return
       } catch {
-        throw CLIError(.osError, "cannot link \(Self.text(record.relativePath)): \(error)")
+        throw CLIError(.osError, "cannot link \(path): \(error)")
       }
     }
-    guard fileID.count == 40, fileID.utf8.allSatisfy({ $0.isHexDigit }) else {
-      throw CLIError(.badValue, "bad backup: \(Self.text(record.relativePath)) has the file id \(fileID)")
-    }
-    let source: Int32
+    let source = try openContent(item)
+    defer { Sys.close(source) }
+    let out: Int32
     do throws(Errno) {
-      source = try Sys.openat(
-        AT_FDCWD, backup + "/" + BackupRules.contentPath(fileID: fileID), O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
+      out = try Sys.openat(parentFD, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
     } catch {
+      throw CLIError(.osError, "cannot create \(path): \(error)")
+    }
+    defer { Sys.close(out) }
+    let size: Int64
+    let copied: SparseCopy.Result
+    do throws(Errno) {
+      size = Int64(try Sys.fstat(source).st_size)
+      copied = try SparseCopy.copy(from: source, to: out, count: record.size)
+    } catch {
+      throw CLIError(.osError, "cannot restore \(path): \(error)")
+    }
+    guard size == record.size else {
       throw CLIError(
         .badValue,
-        "bad or truncated backup: the bytes of \(Self.text(record.relativePath)) (\(fileID)) are missing: \(error)")
+        "bad or truncated backup: \(path) (\(item.row.fileID)) holds \(size) bytes, the manifest says \(record.size)")
     }
-    defer { Sys.close(source) }
-    do {
-      let size = Int64(try Sys.fstat(source).st_size)
-      guard size == record.size else {
-        throw CLIError(
-          .badValue,
-          "bad or truncated backup: \(Self.text(record.relativePath)) (\(fileID)) holds \(size) bytes, the manifest says \(record.size)"
-        )
-      }
-      let out = try Sys.openat(parentFD, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
-      defer { Sys.close(out) }
-      var done: Int64 = 0
-      while done < size {
-        let moved = try Sys.copyFileRange(source, off_t(done), out, off_t(done), Int(min(size - done, 1 << 30)), 0)
-        guard moved > 0 else {
-          throw CLIError(.badValue, "bad backup: \(Self.text(record.relativePath)) ended early")
-        }
-        done += Int64(moved)
-      }
-      try setAttributes(out, record)
-      if record.inode != 0 { restoredInodes[record.inode] = (components, size) }
-    } catch let error as CLIError {
-      throw error
-    } catch {
-      throw CLIError(.osError, "cannot restore \(Self.text(record.relativePath)): \(error)")
+    guard copied.covered == record.size, copied.data <= checked.data else {
+      throw CLIError(.badValue, "bad backup: the bytes of \(path) (\(item.row.fileID)) changed during the restore")
     }
+    try setAttributes(out, record, protection)
+    if record.inode != 0 { restoredInodes[record.inode] = (components, record.size) }
   }
 
   /// Attributes, class, mode and (for files) times of a new file or directory.
-  private func setAttributes(_ fd: Int32, _ record: BackupFileRecord) throws(Errno) {
+  private func setAttributes(_ fd: Int32, _ record: BackupFileRecord, _ protection: ProtectionClass?) throws(CLIError) {
+    let path = RestorePlan.text(record.relativePath)
     for (name, value) in record.extendedAttributes {
-      let backingName = XattrNameMapping.backingName(forMountName: name)
-      // A backup cannot set AppBox's own attributes, nor the kernel's namespaces.
-      guard !XattrNameMapping.isReserved(name), backingName.starts(with: "user.".utf8) else { continue }
-      try Xattr.set(fd, name: String(decoding: backingName, as: UTF8.self), value: value)
+      guard let stored = RestorePlan.backingAttributeName(name) else { continue }
+      do throws(Errno) {
+        try Xattr.set(fd, name: String(decoding: stored, as: UTF8.self), value: value)
+      } catch  where error == .outOfRange || error == .noSpace || error.rawValue == E2BIG {
+        throw CLIError(
+          .badValue,
+          "bad backup: the attribute \(RestorePlan.text(name)) of \(path) (\(value.count) bytes) does not fit on the target's filesystem: \(error)"
+        )
+      } catch {
+        throw CLIError(.osError, "cannot set the attribute \(RestorePlan.text(name)) of \(path): \(error)")
+      }
     }
-    if let protection = Self.protectionClass(appleNumber: record.protectionClass), protection != .containerDefault {
-      try Xattr.set(fd, name: AppBoxAttribute.protection.name, value: Array(protection.name.utf8))
+    do throws(Errno) {
+      if let protection, protection != .containerDefault {
+        try Xattr.set(fd, name: AppBoxAttribute.protection.name, value: Array(protection.name.utf8))
+      }
+      // A directory's mode waits until its contents are made (it may deny writing).
+      guard record.kind == .file else { return }
+      try Sys.fchmod(fd, Self.restoredMode(record.mode))
+      let time = timespec(tv_sec: Int(record.lastModified), tv_nsec: 0)
+      try Sys.futimens(fd, (time, time))
+    } catch {
+      throw CLIError(.osError, "cannot set the class, mode or times of \(path): \(error)")
     }
-    // A directory's mode waits until its contents are made (it may deny writing).
-    guard record.kind == .file else { return }
-    try Sys.fchmod(fd, mode_t(record.mode & 0o7777))
-    let time = timespec(tv_sec: Int(record.lastModified), tv_nsec: 0)
-    try Sys.futimens(fd, (time, time))
   }
 
-  static func protectionClass(appleNumber: Int64) -> ProtectionClass? {
-    ProtectionClass.allCases.first { Int64($0.appleNumber) == appleNumber }
-  }
+  /// The permission bits a restore gives an item: the record's, without set-user-ID and
+  /// set-group-ID (ownership is not restored, as `tar --no-same-owner` does); the sticky
+  /// bit stays.
+  static func restoredMode(_ mode: UInt32) -> mode_t { mode_t(mode & 0o1777) }
 
   // MARK: - Directories
 
@@ -281,58 +522,71 @@ final class BackupRestorer {
     while common < stack.count, common < parent.count, stack[common].name == parent[parent.startIndex + common] {
       common += 1
     }
-    try closeDirectories(keeping: common)
+    closeDirectories(keeping: common)
     for component in parent.dropFirst(common) {
       let at = stack.last?.fd ?? rootFD
       let name = (component + [0]).map { CChar(bitPattern: $0) }
       do throws(Errno) {
-        try Self.makeDirectory(at, name, 0o755, existing: true)
-        let fd = try Sys.openat(at, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
-        stack.append((component, fd, nil))
+        stack.append((component, try makeDirectory(at, name, mode: directoryMode, existing: true)))
       } catch {
         throw CLIError(
           .badValue,
-          "bad backup: cannot make the directory \(Self.text(Array(components.joined(separator: [0x2F])))): \(error)"
+          "bad backup: cannot make the directory \(RestorePlan.text(Array(components.joined(separator: [0x2F])))): \(error)"
         )
       }
     }
     return stack.last?.fd ?? rootFD
   }
 
-  /// Closes open directories down to `count`, giving each its recorded mode and times
-  /// once its contents are complete.
-  private func closeDirectories(keeping count: Int) throws(CLIError) {
-    while stack.count > count {
-      let entry = stack.removeLast()
-      defer { Sys.close(entry.fd) }
-      if let record = entry.record {
-        let time = timespec(tv_sec: Int(record.lastModified), tv_nsec: 0)
-        do throws(Errno) {
-          try Sys.fchmod(entry.fd, mode_t(record.mode & 0o7777))
-          try Sys.futimens(entry.fd, (time, time))
-        } catch {
-          throw CLIError(
-            .osError, "cannot set the mode and times of \(Self.text(record.relativePath)): \(error)")
-        }
+  /// Closes open directories down to `count`.
+  private func closeDirectories(keeping count: Int) {
+    while stack.count > count { Sys.close(stack.removeLast().fd) }
+  }
+
+  /// Gives every directory made from a row its recorded mode and time, once everything
+  /// is restored: the deepest first (in the reverse of the order they were made), so each
+  /// is reached through parents still open to the user.
+  private func applyDirectoryModes() throws(CLIError) {
+    for (components, mode, seconds) in directoryRows.reversed() {
+      let time = timespec(tv_sec: Int(seconds), tv_nsec: 0)
+      do throws(Errno) {
+        let fd = try openBeneath(components, directory: true)
+        defer { Sys.close(fd) }
+        try Sys.fchmod(fd, mode)
+        try Sys.futimens(fd, (time, time))
+      } catch {
+        throw CLIError(
+          .osError,
+          "cannot set the mode and times of \(RestorePlan.text(Array(components.joined(separator: [0x2F])))): \(error)")
       }
     }
   }
 
-  /// `mkdirat`; an existing entry is fine when `existing` (opening it then checks that it
-  /// is a directory).
-  private static func makeDirectory(_ at: Int32, _ name: [CChar], _ mode: mode_t, existing: Bool) throws(Errno) {
+  /// Makes (when `existing`, or finds) the directory `name` in `at` and opens it without
+  /// following a symlink; one it makes gets exactly `mode`.
+  private func makeDirectory(_ at: Int32, _ name: [CChar], mode: mode_t, existing: Bool) throws(Errno) -> Int32 {
+    var made = true
     do throws(Errno) {
-      try Sys.mkdirat(at, name, mode)
-    } catch {
-      if !(existing && error == .exists) { throw error }
+      try Sys.mkdirat(at, name, 0o700)
+    } catch  where existing && error == .exists {
+      made = false
     }
+    let fd = try Sys.openat(at, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+    if made, mode != 0o700 {
+      do throws(Errno) { try Sys.fchmod(fd, mode) } catch {
+        Sys.close(fd)
+        throw error
+      }
+    }
+    return fd
   }
 
-  /// Opens a restored file by its components, each without following symlinks.
-  private func openBeneath(_ components: [[UInt8]]) throws(Errno) -> Int32 {
+  /// Opens a restored item by its components, each without following symlinks: an
+  /// `O_PATH` descriptor, or a directory opened for reading when `directory`.
+  private func openBeneath(_ components: [[UInt8]], directory: Bool = false) throws(Errno) -> Int32 {
     var fd = try Sys.dup(rootFD)
     for (index, component) in components.enumerated() {
-      let last = index == components.count - 1
+      let last = index == components.count - 1 && !directory
       let flags = last ? Linux.openPath | O_NOFOLLOW | O_CLOEXEC : O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC
       let next: Int32
       do throws(Errno) {
@@ -353,7 +607,7 @@ final class BackupRestorer {
       for path in [
         "Documents", "Library", "Library/Application Support", "Library/Preferences", "Library/Caches", "tmp",
       ] {
-        try Self.makeDirectory(rootFD, Array(path.utf8CString), 0o755, existing: true)
+        Sys.close(try makeDirectory(rootFD, Array(path.utf8CString), mode: directoryMode, existing: false))
       }
       try Xattr.set(
         rootFD, name: DefaultProtection.attributeName, value: Array(ProtectionClass.containerDefault.name.utf8))
@@ -361,10 +615,4 @@ final class BackupRestorer {
       throw CLIError(.osError, "cannot make the sandbox's directories: \(error)")
     }
   }
-
-  private static func text(_ bytes: [UInt8]) -> String { String(decoding: bytes, as: UTF8.self) }
-}
-
-extension UInt8 {
-  fileprivate var isHexDigit: Bool { (0x30...0x39).contains(self) || (0x61...0x66).contains(self) }
 }

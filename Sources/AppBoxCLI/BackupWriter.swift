@@ -16,6 +16,11 @@ import SandboxPolicy
 /// may stop a backup, and the backing keeps every attribute under its stored name. The
 /// daemon writes every change straight to the backing files (there is no write-back
 /// cache), so what is read there is what programs on the mount see.
+///
+/// A backup is private to the user who makes it, whatever the modes of what it holds:
+/// it is built in a staging directory of mode 0700 and every file in it (copies,
+/// `Manifest.db`, the plists) has mode 0600, whatever the umask. Holes of sparse files
+/// stay holes in the copies.
 final class BackupWriter {
 
   private let backing: String
@@ -27,7 +32,8 @@ final class BackupWriter {
   private(set) var report = BackupReport()
 
   private var database: ManifestDatabase?
-  private var outFD: Int32 = -1
+  private var staging: StagingDirectory?
+  private var outFD: Int32 { staging?.fd ?? -1 }
   private var buckets: [String: Int32] = [:]
   /// The copy of each hard-linked inode already written: (device, inode) → file id.
   private var linkCopies: [InodeKey: (fileID: String, size: Int64)] = [:]
@@ -51,12 +57,11 @@ final class BackupWriter {
 
   deinit {
     for fd in buckets.values { Sys.close(fd) }
-    if outFD >= 0 { Sys.close(outFD) }
   }
 
   /// Walks the sandbox and, unless a dry run, writes the backup into `destination` (made
-  /// in a temporary directory beside it, renamed into place when complete).
-  func run(destination: String?) throws(CLIError) -> BackupReport {
+  /// in a staging directory beside it, renamed into place when complete).
+  func run(destination: DirectoryArgument?) throws(CLIError) -> BackupReport {
     let rootFD: Int32
     do throws(Errno) {
       rootFD = try Sys.openat(AT_FDCWD, backing, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
@@ -69,23 +74,24 @@ final class BackupWriter {
     } catch {
       throw CLIError(.osError, "cannot read \(backing)'s default class: \(error)")
     }
-    var staging: String?
+    // A tree deeper than the descriptor limit would fail half-way.
+    ResourceLimits.raiseOpenFiles()
     if let destination {
-      staging = try prepare(destination)
+      staging = try StagingDirectory(for: destination, purpose: "backup", verb: "back up")
     }
     do throws(CLIError) {
-      try walk(rootFD, components: [])
+      if let staging { database = try Self.createDatabase(in: staging) }
+      try walk(rootFD)
       progress.finish()
-      if let staging, let destination {
+      if let staging {
         try finishDatabase()
-        try writePlists(into: staging)
-        do { try Sys.rename(staging, to: destination) } catch {
-          throw CLIError(.osError, "cannot rename \(staging) to \(destination): \(error)")
-        }
+        try writePlists()
+        try staging.commit()
       }
     } catch {
       progress.finish()
-      if let staging { try? FileManager.default.removeItem(atPath: staging) }
+      database = nil
+      if let note = staging?.discard() { throw CLIError(error.code, error.message + "; " + note) }
       throw error
     }
     return report
@@ -93,33 +99,21 @@ final class BackupWriter {
 
   // MARK: - Destination
 
-  /// Checks that `destination` is new or an empty directory and makes the staging
-  /// directory beside it.
-  private func prepare(_ destination: String) throws(CLIError) -> String {
-    if let entries = try? FileManager.default.contentsOfDirectory(atPath: destination), !entries.isEmpty {
-      throw CLIError(.noInput, "\(destination) is not empty: back up into a new or empty directory")
-    }
-    var isDirectory: ObjCBool = false
-    if FileManager.default.fileExists(atPath: destination, isDirectory: &isDirectory), !isDirectory.boolValue {
-      throw CLIError(.noInput, "\(destination) is not a directory")
-    }
-    let parent = (destination as NSString).deletingLastPathComponent
-    let staging =
-      (parent.isEmpty ? "." : parent)
-      + "/.\((destination as NSString).lastPathComponent).appbox-backup-\(Sys.processID)"
+  /// `Manifest.db` in the staging directory, made with mode 0600 before SQLite opens it
+  /// (SQLite would make it 0644 less the umask).
+  private static func createDatabase(in staging: StagingDirectory) throws(CLIError) -> ManifestDatabase {
     do throws(Errno) {
-      try Sys.mkdirat(AT_FDCWD, staging, 0o755)
-      outFD = try Sys.openat(AT_FDCWD, staging, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+      let fd = try Sys.openat(staging.fd, "Manifest.db", O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+      defer { Sys.close(fd) }
+      try Sys.fchmod(fd, 0o600)
     } catch {
-      throw CLIError(.noInput, "cannot create \(staging): \(error)")
+      throw CLIError(.osError, "cannot create \(staging.path)/Manifest.db: \(error)")
     }
     do throws(ManifestDatabase.Failure) {
-      database = try ManifestDatabase(path: staging + "/Manifest.db", create: true)
+      return try ManifestDatabase(path: staging.path + "/Manifest.db", create: true)
     } catch {
-      try? FileManager.default.removeItem(atPath: staging)
       throw CLIError(.osError, error.description)
     }
-    return staging
   }
 
   private func finishDatabase() throws(CLIError) {
@@ -133,83 +127,115 @@ final class BackupWriter {
 
   // MARK: - Walk
 
-  private func walk(_ directoryFD: Int32, components: [[UInt8]]) throws(CLIError) {
+  /// A directory being walked: its entries' names, read first, then handled in turn.
+  private struct Level {
     let stream: DirectoryStream
-    do throws(Errno) {
-      stream = try DirectoryStream(fd: try Sys.openat(directoryFD, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC))
-    } catch {
-      throw failure("cannot list", components, error)
+    let components: [[UInt8]]
+    var names: [[CChar]]
+    var next = 0
+  }
+
+  /// Walks the tree below `rootFD` with a stack of open directories (no recursion: a
+  /// deep tree cannot exhaust the thread's stack).
+  private func walk(_ rootFD: Int32) throws(CLIError) {
+    var stack = [try level(rootFD, components: [])]
+    while let top = stack.indices.last {
+      guard stack[top].next < stack[top].names.count else {
+        stack.removeLast()
+        continue
+      }
+      let name = stack[top].names[stack[top].next]
+      stack[top].next += 1
+      let directoryFD = stack[top].stream.fd
+      let path = stack[top].components + [name.dropLast().map { UInt8(bitPattern: $0) }]
+      let scope = BackupRules.scope(of: path)
+      switch scope {
+      case .outside: continue
+      case .caches, .tmp:
+        let (files, bytes) = try measure(directoryFD, name, path)
+        report.addNotBackedUp(scope, files: files, bytes: bytes)
+      case .backedUp:
+        if let directory = try item(directoryFD, name, path) {
+          defer { Sys.close(directory) }
+          stack.append(try level(directory, components: path))
+        }
+      }
     }
-    var names: [[CChar]] = []
+  }
+
+  /// The names in a directory (`.` and `..` left out), and a stream of its own.
+  private func level(_ directoryFD: Int32, components: [[UInt8]]) throws(CLIError) -> Level {
     do throws(Errno) {
+      let stream = try DirectoryStream(fd: try Sys.openat(directoryFD, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC))
+      var names: [[CChar]] = []
       while let item = try stream.next() {
         let name = Array(UnsafeBufferPointer(start: item.name, count: strlen(item.name) + 1))
         if name == [0x2E, 0] || name == [0x2E, 0x2E, 0] { continue }
         names.append(name)
       }
+      return Level(stream: stream, components: components, names: names)
     } catch {
       throw failure("cannot list", components, error)
     }
-    for name in names {
-      let path = components + [name.dropLast().map { UInt8(bitPattern: $0) }]
-      let scope = BackupRules.scope(of: path)
-      switch scope {
-      case .outside: continue
-      case .caches, .tmp:
-        let (files, bytes) = try measure(stream.fd, name, path)
-        report.addNotBackedUp(scope, files: files, bytes: bytes)
-      case .backedUp:
-        try item(stream.fd, name, path)
-      }
-    }
   }
 
-  /// Files and bytes below (or of) an entry that is not backed up.
+  /// Files and bytes below (or of) an entry that is not backed up (not counted deeper
+  /// than a backup goes), walked with a stack of open directories.
   private func measure(_ directoryFD: Int32, _ name: [CChar], _ path: [[UInt8]]) throws(CLIError) -> (Int, Int64) {
-    let st: stat
-    do throws(Errno) {
-      st = try Sys.fstatat(directoryFD, name, AT_SYMLINK_NOFOLLOW)
-    } catch  where error == .noEntry {
-      return (0, 0)
-    } catch {
-      throw failure("cannot stat", path, error)
-    }
-    switch st.st_mode & S_IFMT {
-    case S_IFREG: return (1, Int64(st.st_size))
-    case S_IFDIR:
-      let stream: DirectoryStream
-      do throws(Errno) {
-        stream = try DirectoryStream(
-          fd: try Sys.openat(
-            directoryFD, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | Linux.openNoAccessTime))
-      } catch  where error == .noEntry {
-        return (0, 0)
-      } catch {
-        throw failure("cannot list", path, error)
+    var total = (0, Int64(0))
+    var stack: [(stream: DirectoryStream, path: [[UInt8]])] = []
+    var next: (fd: Int32, name: [CChar], path: [[UInt8]])? = (directoryFD, name, path)
+    while true {
+      if let (fd, name, path) = next {
+        next = nil
+        let st: stat
+        do throws(Errno) {
+          st = try Sys.fstatat(fd, name, AT_SYMLINK_NOFOLLOW)
+        } catch  where error == .noEntry {
+          st = stat()  // removed meanwhile: nothing to count
+        } catch {
+          throw failure("cannot stat", path, error)
+        }
+        switch st.st_mode & S_IFMT {
+        case S_IFREG:
+          total.0 += 1
+          total.1.addSaturating(Int64(st.st_size))
+        case S_IFDIR where path.count < RestorePlan.maximumDepth:
+          do throws(Errno) {
+            let flags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | Linux.openNoAccessTime
+            stack.append((try DirectoryStream(fd: try Sys.openat(fd, name, flags)), path))
+          } catch  where error == .noEntry {
+          } catch {
+            throw failure("cannot list", path, error)
+          }
+        default: break
+        }
       }
-      var total = (0, Int64(0))
-      while true {
-        let next: DirectoryStream.Item?
-        do throws(Errno) { next = try stream.next() } catch { throw failure("cannot list", path, error) }
-        guard let entry = next else { break }
-        let child = Array(UnsafeBufferPointer(start: entry.name, count: strlen(entry.name) + 1))
-        if child == [0x2E, 0] || child == [0x2E, 0x2E, 0] { continue }
-        let (files, bytes) = try measure(stream.fd, child, path + [child.dropLast().map { UInt8(bitPattern: $0) }])
-        total.0 += files
-        total.1 += bytes
+      guard let top = stack.last else { return total }
+      let entry: DirectoryStream.Item?
+      do throws(Errno) { entry = try top.stream.next() } catch { throw failure("cannot list", top.path, error) }
+      guard let entry else {
+        stack.removeLast()
+        continue
       }
-      return total
-    default: return (0, 0)
+      let child = Array(UnsafeBufferPointer(start: entry.name, count: strlen(entry.name) + 1))
+      if child == [0x2E, 0] || child == [0x2E, 0x2E, 0] { continue }
+      next = (top.stream.fd, child, top.path + [child.dropLast().map { UInt8(bitPattern: $0) }])
     }
   }
 
-  /// Backs up (or counts) one item of the backed-up scope, and a directory's subtree.
-  private func item(_ directoryFD: Int32, _ name: [CChar], _ path: [[UInt8]]) throws(CLIError) {
+  /// Backs up (or counts) one item of the backed-up scope.
+  /// - Returns: a directory's descriptor, to walk it (the caller closes it).
+  private func item(_ directoryFD: Int32, _ name: [CChar], _ path: [[UInt8]]) throws(CLIError) -> Int32? {
+    guard path.count <= RestorePlan.maximumDepth else {
+      report.tooDeep.append(BackupReportPath.join(path))  // a restore would refuse the backup
+      return nil
+    }
     let st: stat
     do throws(Errno) {
       st = try Sys.fstatat(directoryFD, name, AT_SYMLINK_NOFOLLOW)
     } catch  where error == .noEntry {
-      return  // removed meanwhile: as if it had never been there
+      return nil  // removed meanwhile: as if it had never been there
     } catch {
       throw failure("cannot stat", path, error)
     }
@@ -222,22 +248,30 @@ final class BackupWriter {
     case S_IFDIR:
       (kind, flags) = (.directory, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | Linux.openNoAccessTime)
     case S_IFLNK: (kind, flags) = (.symlink, Linux.openPath | O_NOFOLLOW | O_CLOEXEC)
-    default: return  // sockets, FIFOs and devices are not app data a device backs up
+    default: return nil  // sockets, FIFOs and devices are not app data a device backs up
     }
     let fd: Int32
     do throws(Errno) {
       fd = try Sys.openat(directoryFD, name, flags)
     } catch  where error == .noEntry {
-      return
+      return nil
     } catch {
       throw failure("cannot open", path, error)
     }
-    defer { Sys.close(fd) }
+    var walked = false
+    defer { if !walked { Sys.close(fd) } }
+    // Replaced between the look and the open (say by a FIFO): as if removed meanwhile.
+    do throws(Errno) {
+      let opened = try Sys.fstat(fd)
+      guard opened.st_mode & S_IFMT == type, opened.st_ino == st.st_ino else { return nil }
+    } catch {
+      throw failure("cannot stat", path, error)
+    }
     let (attributes, protection) = try readAttributes(fd, path, isSymlink: kind == .symlink)
     if let exclusion = BackupRules.exclusion(attributes) {
       let (files, bytes) = try measure(directoryFD, name, path)
       report.addExcluded(path, by: exclusion, files: files, bytes: bytes)
-      return
+      return nil
     }
     let relativePath = BackupReportPath.join(path)
     let fileID = BackupRules.fileID(domain: domain, relativePath: relativePath)
@@ -246,7 +280,7 @@ final class BackupWriter {
     switch kind {
     case .file:
       if !dryRun {
-        guard let copied = try copy(fd, st, fileID: fileID, path: path) else { return }
+        guard let copied = try copy(fd, st, fileID: fileID, path: path) else { return nil }
         recorded = copied
       }
     case .symlink:
@@ -269,9 +303,9 @@ final class BackupWriter {
         throw CLIError(.osError, error.description)
       }
     }
-    if kind == .directory {
-      try walk(fd, components: path)
-    }
+    guard kind == .directory else { return nil }
+    walked = true
+    return fd
   }
 
   /// An item's attributes as programs on the mount see them (Apple's names mapped back;
@@ -307,10 +341,12 @@ final class BackupWriter {
       } catch {
         throw failure("cannot read an attribute of", path, error)
       }
+      // A class that cannot be parsed counts as the strictest one, as on the mount: a
+      // backup never makes a file more available than it was.
       if isProtection {
-        own = ProtectionClass(parsing: value)
+        own = ProtectionClass(parsing: value) ?? .complete
       } else if isInherited {
-        inherited = ProtectionClass(parsing: value)
+        inherited = ProtectionClass(parsing: value) ?? .complete
       } else {
         attributes.append((XattrNameMapping.mountName(forBackingName: name), value))
       }
@@ -344,7 +380,9 @@ final class BackupWriter {
     }
     let out: Int32
     do throws(Errno) {
-      out = try Sys.openat(bucket, fileID, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+      // The owner's only, whatever the file's mode: a backup is private.
+      out = try Sys.openat(bucket, fileID, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+      try Sys.fchmod(out, 0o600)
     } catch {
       throw failure("cannot create the copy of", path, error)
     }
@@ -354,7 +392,7 @@ final class BackupWriter {
       for attempt in 0..<Self.copyAttempts {
         let before = try Sys.fstat(fd)
         if attempt > 0 { try Sys.ftruncate(out, 0) }
-        let copied = try copyBytes(from: fd, to: out, count: Int64(before.st_size))
+        let copied = try SparseCopy.copy(from: fd, to: out, count: Int64(before.st_size)).covered
         let after = try Sys.fstat(fd)
         if copied == Int64(before.st_size) && Self.unchanged(before, after) {
           if attempt > 0 { report.recopied.append(BackupReportPath.join(path)) }
@@ -389,45 +427,6 @@ final class BackupWriter {
       && a.st_ctim.tv_sec == b.st_ctim.tv_sec && a.st_ctim.tv_nsec == b.st_ctim.tv_nsec
   }
 
-  /// Copies up to `count` bytes from the start; fewer when the file ended sooner.
-  private func copyBytes(from source: Int32, to out: Int32, count: Int64) throws(Errno) -> Int64 {
-    var done: Int64 = 0
-    while done < count {
-      let chunk = Int(min(count - done, 1 << 30))
-      let moved: Int
-      do throws(Errno) {
-        moved = try Sys.copyFileRange(source, off_t(done), out, off_t(done), chunk, 0)
-      } catch
-        where error == .crossDevice || error == .notImplemented || error == .invalidArgument
-        || error == .notSupported
-      {
-        return try done + readWrite(from: source, to: out, at: done, count: count - done)
-      }
-      if moved == 0 { break }
-      done += Int64(moved)
-    }
-    return done
-  }
-
-  private func readWrite(from source: Int32, to out: Int32, at start: Int64, count: Int64) throws(Errno) -> Int64 {
-    let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 16)
-    defer { buffer.deallocate() }
-    var done: Int64 = 0
-    while done < count {
-      let read = try Sys.pread(
-        source, UnsafeMutableRawBufferPointer(rebasing: buffer[..<Int(min(count - done, 1 << 20))]), off_t(start + done)
-      )
-      if read == 0 { break }
-      var written = 0
-      while written < read {
-        written += try Sys.pwrite(
-          out, UnsafeRawBufferPointer(rebasing: buffer[written..<read]), off_t(start + done) + off_t(written))
-      }
-      done += Int64(read)
-    }
-    return done
-  }
-
   /// Whether the first `count` bytes of `source` equal the copy's.
   private func prefixMatches(_ source: Int32, _ copy: Int32, count: Int64) throws(Errno) -> Bool {
     let a = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 16)
@@ -452,11 +451,10 @@ final class BackupWriter {
   private func bucketFD(_ name: String) throws(CLIError) -> Int32 {
     if let fd = buckets[name] { return fd }
     do throws(Errno) {
-      do throws(Errno) {
-        try Sys.mkdirat(outFD, name, 0o755)
-      } catch  where error == .exists {}
-      let fd = try Sys.openat(outFD, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+      try Sys.mkdirat(outFD, name, 0o700)
+      let fd = try Sys.openat(outFD, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
       buckets[name] = fd
+      try Sys.fchmod(fd, 0o700)  // whatever the umask
       return fd
     } catch {
       throw CLIError(.osError, "cannot create \(name) in the backup: \(error)")
@@ -470,7 +468,7 @@ final class BackupWriter {
 
   // MARK: - Plists
 
-  private func writePlists(into staging: String) throws(CLIError) {
+  private func writePlists() throws(CLIError) {
     let now = Date()
     let identifier = SHA1.hexDigest(Array("AppBox-\(backing)".utf8))
     let name = "AppBox"
@@ -500,9 +498,17 @@ final class BackupWriter {
       ("Manifest.plist", manifest, PropertyListSerialization.PropertyListFormat.binary),
       ("Info.plist", info, .xml), ("Status.plist", status, .binary),
     ] {
+      let data: Data
       do {
-        let data = try PropertyListSerialization.data(fromPropertyList: plist, format: format, options: 0)
-        try data.write(to: URL(fileURLWithPath: staging + "/" + file))
+        data = try PropertyListSerialization.data(fromPropertyList: plist, format: format, options: 0)
+      } catch {
+        throw CLIError(.osError, "cannot encode \(file): \(error)")
+      }
+      do throws(Errno) {
+        let fd = try Sys.openat(outFD, file, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        defer { Sys.close(fd) }
+        try Sys.fchmod(fd, 0o600)
+        try Sys.writeAll(fd, Array(data))
       } catch {
         throw CLIError(.osError, "cannot write \(file): \(error)")
       }

@@ -450,6 +450,8 @@ struct BackupTests {
     let backup = fixture.root + "/backup"
     #expect(try Self.appbox(["backup", fixture.mountpoint, "--to", backup]).status == 0)
     try fixture.unmount()
+    // A backup is its owner's alone (0700, copies 0600) until the owner shares it.
+    _ = try Command.shell("chmod -R go+rX \(shellQuote(backup))")
     let place = fixture.root + "/nobody"
     try FileManager.default.createDirectory(atPath: place, withIntermediateDirectories: false)
     #expect(chmod(place, 0o777) == 0)
