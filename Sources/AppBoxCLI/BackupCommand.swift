@@ -1,3 +1,4 @@
+import AppBoxBackup
 import Foundation
 import Posix
 import SandboxPolicy
@@ -46,15 +47,25 @@ enum BackupCommand {
       throw CLIError(.badValue, "--bundle-id \(app): use letters, digits, '.', '-' and '_' (e.g. com.example.app)")
     }
     let backing = try backingDirectory(of: mount, resolved: mountpoint)
-    var target: DirectoryArgument?
+    var target: TargetDirectory?
     if let destination {
       guard !destination.isEmpty else { throw CLIError(.usage, "say where: --to DIR") }
-      let resolved = try DirectoryArgument.resolve(destination, option: "--to")
+      let resolved: TargetDirectory
+      do throws(BackupError) { resolved = try TargetDirectory.resolve(destination, option: "--to") } catch {
+        throw CLIError(error)
+      }
       try checkOutside(resolved, of: [backing, mountpoint])
       target = resolved
     }
-    let writer = BackupWriter(backing: backing, bundleID: app, dryRun: dryRun, progress: Sys.isTerminal(2))
-    let report = try writer.run(destination: target)
+    let progress = ProgressLine(enabled: Sys.isTerminal(2), verb: dryRun ? "measuring" : "backing up")
+    let writer = BackupWriter(backing: backing, bundleID: app, dryRun: dryRun, progress: progress.update)
+    let report: BackupReport
+    do throws(BackupError) {
+      defer { progress.finish() }
+      report = try writer.run(destination: target)
+    } catch {
+      throw CLIError(error)
+    }
     print(json ? report.json(dryRun: dryRun) : report.text(dryRun: dryRun))
     if !report.skipped.isEmpty {
       throw CLIError(.failure, "\(report.skipped.count) files kept changing while copied and are not in the backup")
@@ -62,7 +73,7 @@ enum BackupCommand {
     if !report.tooDeep.isEmpty {
       throw CLIError(
         .failure,
-        "\(report.tooDeep.count) items lie deeper than \(RestorePlan.maximumDepth) directories, which a restore does not make, and are not in the backup"
+        "\(report.tooDeep.count) items lie deeper than \(BackupReport.maximumDepth) directories, which a restore does not make, and are not in the backup"
       )
     }
     return .success
@@ -84,7 +95,7 @@ enum BackupCommand {
 
   /// Refuses a destination inside the sandbox (its mount or backing directory, both
   /// resolved): the backup would walk into itself.
-  static func checkOutside(_ destination: DirectoryArgument, of roots: [String]) throws(CLIError) {
+  static func checkOutside(_ destination: TargetDirectory, of roots: [String]) throws(CLIError) {
     let target = destination.path + "/"
     for root in roots where target.hasPrefix(root == "/" ? "/" : root + "/") {
       throw CLIError(

@@ -1,3 +1,4 @@
+import AppBoxBackup
 import Foundation
 import Posix
 import SandboxPolicy
@@ -43,10 +44,16 @@ enum RestoreCommand {
       throw CLIError(.usage, "give one BACKUP directory")
     }
     guard let target, !target.isEmpty else { throw CLIError(.usage, "say where: --backing DIR") }
-    let destination = try DirectoryArgument.resolve(target, option: "--backing")
-    try StagingDirectory.checkNewOrEmpty(destination, verb: "restore")
-    let restorer = BackupRestorer(backup: positional[0], progress: Sys.isTerminal(2))
-    let (database, domains) = try restorer.open()
+    let destination: TargetDirectory
+    do throws(BackupError) { destination = try TargetDirectory.resolve(target, option: "--backing") } catch {
+      throw CLIError(error)
+    }
+    let progress = ProgressLine(enabled: Sys.isTerminal(2), verb: "restoring")
+    defer { progress.finish() }
+    let restorer = BackupRestorer(backup: positional[0], progress: progress.update)
+    let database: ManifestDatabase
+    let domains: [String]
+    do throws(BackupError) { (database, domains) = try restorer.open() } catch { throw CLIError(error) }
     let domain: String
     let listed = domains.compactMap(BackupRules.bundleID(ofDomain:)).joined(separator: ", ")
     if let bundleID {
@@ -66,7 +73,12 @@ enum RestoreCommand {
       }
       domain = domains[0]
     }
-    let summary = try restorer.restore(database, domain: domain, into: destination, capacity: capacity)
+    let summary: BackupRestorer.Summary
+    do throws(BackupError) {
+      summary = try restorer.restore(database, domain: domain, into: destination, capacity: capacity)
+    } catch {
+      throw CLIError(error)
+    }
     print(
       "restored \(BackupRules.bundleID(ofDomain: domain) ?? domain): \(summary.files) files (\(ByteCount(summary.bytes).formatted)), "
         + "\(summary.directories) directories, \(summary.symlinks) symlinks into \(target)"

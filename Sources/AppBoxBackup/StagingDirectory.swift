@@ -19,7 +19,7 @@ final class StagingDirectory {
   /// The staging directory's name in the parent.
   let name: String
   /// Where the result goes.
-  let target: DirectoryArgument
+  let target: TargetDirectory
   private var settled = false
 
   /// The staging directory's path (for messages, and for SQLite, which opens by path).
@@ -31,16 +31,16 @@ final class StagingDirectory {
   ///   - purpose: a word for its name (`backup`, `restore`).
   ///   - verb: what the command does, for the message about a target that is not empty
   ///     (`back up`, `restore`).
-  /// - Throws: ``CLIError`` `.noInput` when the target is not a new or empty directory or
-  ///   the staging directory cannot be made; `.osError` when it is not the user's own.
-  init(for target: DirectoryArgument, purpose: String, verb: String) throws(CLIError) {
+  /// - Throws: ``BackupError`` `.unusablePath` when the target is not a new or empty directory or
+  ///   the staging directory cannot be made; `.system` when it is not the user's own.
+  init(for target: TargetDirectory, purpose: String, verb: String) throws(BackupError) {
     self.target = target
     do throws(Errno) {
       parentFD = try Sys.openat(AT_FDCWD, target.parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
     } catch {
-      throw CLIError(.noInput, "cannot open \(target.parent): \(error)")
+      throw BackupError(.unusablePath, "cannot open \(target.parent): \(error)")
     }
-    do throws(CLIError) {
+    do throws(BackupError) {
       try Self.checkNewOrEmpty(parentFD, target, verb: verb)
       (name, fd) = try Self.make(in: parentFD, for: target, purpose: purpose)
     } catch {
@@ -56,18 +56,18 @@ final class StagingDirectory {
 
   /// Renames the staging directory onto the target (replacing it when it is an empty
   /// directory).
-  func commit() throws(CLIError) {
+  func commit() throws(BackupError) {
     do throws(Errno) {
       try Sys.renameat2(parentFD, name, parentFD, target.name, 0)
       settled = true
     } catch  where error == .notEmpty || error == .exists {
-      throw CLIError(.noInput, "\(target.path) is no longer empty: nothing was written there")
+      throw BackupError(.unusablePath, "\(target.path) is no longer empty: nothing was written there")
     } catch  where error == .busy {
-      throw CLIError(.noInput, "\(target.path) is in use (a mountpoint?): give a directory that is not")
+      throw BackupError(.unusablePath, "\(target.path) is in use (a mountpoint?): give a directory that is not")
     } catch  where error == .notDirectory || error == .isDirectory {
-      throw CLIError(.noInput, "\(target.path) is no longer a directory: nothing was written there")
+      throw BackupError(.unusablePath, "\(target.path) is no longer a directory: nothing was written there")
     } catch {
-      throw CLIError(.osError, "cannot rename \(path) to \(target.path): \(error)")
+      throw BackupError(.system, "cannot rename \(path) to \(target.path): \(error)")
     }
   }
 
@@ -77,7 +77,7 @@ final class StagingDirectory {
     guard !settled else { return nil }
     settled = true
     do throws(Errno) {
-      try Self.removeTree(parentFD, Array(name.utf8CString))
+      try Directory.removeTree(parentFD, Array(name.utf8CString))
       return nil
     } catch {
       return "\(path) could not be removed (\(error)): remove it by hand"
@@ -86,12 +86,12 @@ final class StagingDirectory {
 
   /// Checks that `target` is absent or an empty directory, writing nothing.
   /// - Parameter verb: what the command does, for the message (`back up`, `restore`).
-  static func checkNewOrEmpty(_ target: DirectoryArgument, verb: String) throws(CLIError) {
+  static func checkNewOrEmpty(_ target: TargetDirectory, verb: String) throws(BackupError) {
     let parentFD: Int32
     do throws(Errno) {
       parentFD = try Sys.openat(AT_FDCWD, target.parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
     } catch {
-      throw CLIError(.noInput, "cannot open \(target.parent): \(error)")
+      throw BackupError(.unusablePath, "cannot open \(target.parent): \(error)")
     }
     defer { Sys.close(parentFD) }
     try checkNewOrEmpty(parentFD, target, verb: verb)
@@ -99,17 +99,17 @@ final class StagingDirectory {
 
   // MARK: - Making and removing
 
-  private static func checkNewOrEmpty(_ parentFD: Int32, _ target: DirectoryArgument, verb: String) throws(CLIError) {
+  private static func checkNewOrEmpty(_ parentFD: Int32, _ target: TargetDirectory, verb: String) throws(BackupError) {
     let status: stat
     do throws(Errno) {
       status = try Sys.fstatat(parentFD, target.name, AT_SYMLINK_NOFOLLOW)
     } catch  where error == .noEntry {
       return
     } catch {
-      throw CLIError(.noInput, "cannot look at \(target.path): \(error)")
+      throw BackupError(.unusablePath, "cannot look at \(target.path): \(error)")
     }
     guard status.st_mode & S_IFMT == S_IFDIR else {
-      throw CLIError(.noInput, "\(target.path) is not a directory: \(verb) into a new or empty directory")
+      throw BackupError(.unusablePath, "\(target.path) is not a directory: \(verb) into a new or empty directory")
     }
     var empty = true
     do throws(Errno) {
@@ -119,14 +119,14 @@ final class StagingDirectory {
         empty = isDotOrDotDot(item.name)
       }
     } catch {
-      throw CLIError(.noInput, "cannot list \(target.path): \(error)")
+      throw BackupError(.unusablePath, "cannot list \(target.path): \(error)")
     }
     guard empty else {
-      throw CLIError(.noInput, "\(target.path) is not empty: \(verb) into a new or empty directory")
+      throw BackupError(.unusablePath, "\(target.path) is not empty: \(verb) into a new or empty directory")
     }
   }
 
-  private static func make(in parentFD: Int32, for target: DirectoryArgument, purpose: String) throws(CLIError) -> (
+  private static func make(in parentFD: Int32, for target: TargetDirectory, purpose: String) throws(BackupError) -> (
     String, Int32
   ) {
     // The target's name (shortened: the whole must fit NAME_MAX) tells people whose it is.
@@ -141,12 +141,12 @@ final class StagingDirectory {
       } catch  where error == .exists && attempts < 16 {
         continue
       } catch {
-        throw CLIError(.noInput, "cannot create \(name) in \(target.parent): \(error)")
+        throw BackupError(.unusablePath, "cannot create \(name) in \(target.parent): \(error)")
       }
       do throws(Errno) {
-        fd = try Sys.openat(parentFD, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+        fd = try Directory.open(parentFD, name)
       } catch {
-        throw CLIError(.osError, "cannot open \(name) in \(target.parent), just made: \(error)")
+        throw BackupError(.system, "cannot open \(name) in \(target.parent), just made: \(error)")
       }
       do throws(Errno) {
         let status = try Sys.fstat(fd)
@@ -154,46 +154,9 @@ final class StagingDirectory {
         try Sys.fchmod(fd, 0o700)  // whatever the umask
       } catch {
         Sys.close(fd)
-        throw CLIError(.osError, "\(name) in \(target.parent) was replaced by another user's directory: \(error)")
+        throw BackupError(.system, "\(name) in \(target.parent) was replaced by another user's directory: \(error)")
       }
       return (name, fd)
     }
   }
-
-  /// Removes `name` in `directoryFD` and, for a directory, everything below it, without
-  /// following symlinks (a directory made unwritable on the way is made writable first),
-  /// with a stack of open directories rather than recursion.
-  static func removeTree(_ directoryFD: Int32, _ name: [CChar]) throws(Errno) {
-    var stack: [(stream: DirectoryStream, parentFD: Int32, name: [CChar])] = []
-    var next: (fd: Int32, name: [CChar])? = (directoryFD, name)
-    while true {
-      if let (fd, name) = next {
-        next = nil
-        let status = try Sys.fstatat(fd, name, AT_SYMLINK_NOFOLLOW)
-        if status.st_mode & S_IFMT == S_IFDIR {
-          let stream = try DirectoryStream(
-            fd: try Sys.openat(fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC))
-          if status.st_mode & 0o700 != 0o700 { try Sys.fchmod(stream.fd, 0o700) }
-          stack.append((stream, fd, name))
-        } else {
-          try Sys.unlinkat(fd, name, 0)
-        }
-      }
-      guard let top = stack.last else { return }
-      guard let item = try top.stream.next() else {
-        // Empty now (entries are removed as they are read, so the listing ends).
-        stack.removeLast()
-        try Sys.unlinkat(top.parentFD, top.name, AT_REMOVEDIR)
-        continue
-      }
-      if !isDotOrDotDot(item.name) {
-        next = (top.stream.fd, Array(UnsafeBufferPointer(start: item.name, count: strlen(item.name) + 1)))
-      }
-    }
-  }
-}
-
-/// Whether a directory entry's name is `.` or `..`.
-func isDotOrDotDot(_ name: UnsafePointer<CChar>) -> Bool {
-  name[0] == 0x2E && (name[1] == 0 || (name[1] == 0x2E && name[2] == 0))
 }

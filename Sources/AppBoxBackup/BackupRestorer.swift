@@ -1,5 +1,4 @@
 import AppBoxFS
-import Foundation
 import Posix
 import SandboxPolicy
 
@@ -22,20 +21,24 @@ import SandboxPolicy
 /// opened one component at a time with `O_NOFOLLOW`, the backup's own files too, so no
 /// path in a backup can lead outside either directory. Ownership is not restored (files
 /// belong to the user who restores), so set-user-ID and set-group-ID bits are dropped.
-final class BackupRestorer {
+public final class BackupRestorer {
 
   /// What was restored.
-  struct Summary {
-    var files = 0
-    var directories = 0
-    var symlinks = 0
-    var bytes: Int64 = 0
+  public struct Summary: Sendable, Equatable {
+    /// Regular files (hard links counted per name).
+    public var files = 0
+    /// Directories from rows (the sandbox's own made anyway).
+    public var directories = 0
+    /// Symlinks.
+    public var symlinks = 0
+    /// The files' bytes (their sizes, holes included).
+    public var bytes: Int64 = 0
     /// Rows outside Documents and Library (Caches, tmp, others): not restored.
-    var skipped = 0
+    public var skipped = 0
     /// Rows excluded by their attributes: not restored.
-    var excluded = 0
+    public var excluded = 0
     /// Items whose set-user-ID or set-group-ID bit was dropped.
-    var setIDDropped = 0
+    public var setIDDropped = 0
   }
 
   /// What the first pass found about an item of the plan.
@@ -78,17 +81,17 @@ final class BackupRestorer {
   private var directoryRows: [(components: [[UInt8]], mode: mode_t, time: Int64)] = []
   /// Restored files by inode number, for hard links: path and size.
   private var restoredInodes: [UInt64: (components: [[UInt8]], size: Int64)] = [:]
-  /// The mode of directories a restore makes itself (the layout's, and parents without a
-  /// row): 0755 less the user's umask, always usable by the user.
-  private var directoryMode: mode_t = 0o755
+  /// The mode the new backing directory gets: as its `Documents`, made with 0755 less the
+  /// umask (always usable by the user).
+  private var rootMode: mode_t = 0o755
 
-  private var progress: ProgressLine
+  private let progress: BackupProgress?
 
-  /// A restorer reading the backup directory `backup`; `progress` shows counts on
-  /// standard error.
-  init(backup: String, progress: Bool) {
+  /// A restorer reading the backup directory `backup`; `progress` is told the items and
+  /// bytes restored so far, now and then.
+  public init(backup: String, progress: BackupProgress? = nil) {
     self.backup = backup
-    self.progress = ProgressLine(enabled: progress, verb: "restoring")
+    self.progress = progress
   }
 
   deinit {
@@ -100,73 +103,65 @@ final class BackupRestorer {
   // MARK: - Opening
 
   /// The app domains (`AppDomain-…`) of the backup and its database.
-  func open() throws(CLIError) -> (ManifestDatabase, [String]) {
+  public func open() throws(BackupError) -> (ManifestDatabase, [String]) {
     do throws(Errno) {
       backupFD = try Sys.open(backup, O_RDONLY | O_DIRECTORY)
     } catch  where error == .noEntry {
-      throw CLIError(.noInput, "\(backup) does not exist")
+      throw BackupError(.unusablePath, "\(backup) does not exist")
     } catch  where error == .notDirectory {
-      throw CLIError(.noInput, "\(backup) is not a directory")
+      throw BackupError(.unusablePath, "\(backup) is not a directory")
     } catch {
-      throw CLIError(.noInput, "cannot open \(backup): \(error)")
+      throw BackupError(.unusablePath, "cannot open \(backup): \(error)")
     }
-    guard let manifest = try member("Manifest.plist", limit: Self.manifestLimit) else {
-      throw CLIError(.badValue, "\(backup) is not an iOS backup: no Manifest.plist")
+    guard let manifest = try member(BackupLayout.manifest, limit: Self.manifestLimit) else {
+      throw BackupError(.badData, "\(backup) is not an iOS backup: no Manifest.plist")
     }
-    let plist: [String: Any]
-    do {
-      let value = try PropertyListSerialization.propertyList(from: Data(manifest), options: [], format: nil)
-      guard let dictionary = value as? [String: Any] else {
-        throw CLIError(.badValue, "\(backup)/Manifest.plist is not a dictionary")
-      }
-      plist = dictionary
-    } catch let error as CLIError {
-      throw error
-    } catch {
-      throw CLIError(.badValue, "\(backup)/Manifest.plist is not a property list (truncated?)")
+    let encrypted: Bool
+    do throws(BackupError) { encrypted = try BackupPlists.isEncrypted(manifest: manifest) } catch {
+      throw BackupError(.badData, "\(backup)/\(error.message)")
     }
-    if plist["IsEncrypted"] as? Bool == true {
-      throw CLIError(.badValue, "\(backup) is encrypted: AppBox restores unencrypted backups only")
+    if encrypted {
+      throw BackupError(.badData, "\(backup) is encrypted: AppBox restores unencrypted backups only")
     }
     let status: stat
     do throws(Errno) {
       status = try Sys.fstatat(backupFD, "Manifest.db", AT_SYMLINK_NOFOLLOW)
     } catch  where error == .noEntry {
-      throw CLIError(.badValue, "\(backup) is not an iOS backup: no Manifest.db")
+      throw BackupError(.badData, "\(backup) is not an iOS backup: no Manifest.db")
     } catch {
-      throw CLIError(.noInput, "cannot look at \(backup)/Manifest.db: \(error)")
+      throw BackupError(.unusablePath, "cannot look at \(backup)/Manifest.db: \(error)")
     }
     guard status.st_mode & S_IFMT == S_IFREG else {
-      throw CLIError(.badValue, "\(backup)/Manifest.db is not a file")
+      throw BackupError(.badData, "\(backup)/Manifest.db is not a file")
     }
     do throws(ManifestDatabase.Failure) {
       let database = try ManifestDatabase(path: backup + "/Manifest.db", create: false)
       return (database, try database.domains().filter { BackupRules.bundleID(ofDomain: $0) != nil })
     } catch {
-      throw CLIError(.badValue, "\(backup)/Manifest.db: \(error)")
+      throw BackupError(.badData, "\(backup)/Manifest.db: \(error)")
     }
   }
 
   /// A file of the backup's top level, read whole, or nil when there is none.
-  private func member(_ name: String, limit: Int) throws(CLIError) -> [UInt8]? {
+  private func member(_ name: String, limit: Int) throws(BackupError) -> [UInt8]? {
     let fd: Int32
     do throws(Errno) {
       fd = try Sys.openat(backupFD, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
     } catch  where error == .noEntry {
       return nil
     } catch {
-      throw CLIError(.badValue, "cannot open \(backup)/\(name) (a symlink?): \(error)")
+      throw BackupError(.badData, "cannot open \(backup)/\(name) (a symlink?): \(error)")
     }
     defer { Sys.close(fd) }
     let status: stat
     do throws(Errno) { status = try Sys.fstat(fd) } catch {
-      throw CLIError(.osError, "cannot look at \(backup)/\(name): \(error)")
+      throw BackupError(.system, "cannot look at \(backup)/\(name): \(error)")
     }
     guard status.st_mode & S_IFMT == S_IFREG, status.st_size <= limit else {
-      throw CLIError(.badValue, "\(backup)/\(name) is not a file of at most \(ByteCount(Int64(limit)).formatted)")
+      throw BackupError(.badData, "\(backup)/\(name) is not a file of at most \(ByteCount(Int64(limit)).formatted)")
     }
     do throws(Errno) { return try Sys.readToEnd(fd, limit: limit) } catch {
-      throw CLIError(.osError, "cannot read \(backup)/\(name): \(error)")
+      throw BackupError(.system, "cannot read \(backup)/\(name): \(error)")
     }
   }
 
@@ -175,23 +170,24 @@ final class BackupRestorer {
   /// Restores `domain` of `database` into `target`, which must not exist or be empty.
   /// - Parameter capacity: the capacity of the sandbox to be mounted there, if given: a
   ///   restore that would use more is refused.
-  func restore(_ database: ManifestDatabase, domain: String, into target: DirectoryArgument, capacity: Int64?)
-    throws(CLIError) -> Summary
+  public func restore(_ database: ManifestDatabase, domain: String, into target: TargetDirectory, capacity: Int64?)
+    throws(BackupError) -> Summary
   {
+    (summary, stack, directoryRows, restoredInodes) = (Summary(), [], [], [:])
     try StagingDirectory.checkNewOrEmpty(target, verb: "restore")
     let rows: [RestorePlan.Row]
     do throws(ManifestDatabase.Failure) { rows = try database.entries(domain: domain) } catch {
-      throw CLIError(.badValue, "\(backup)/Manifest.db: \(error)")
+      throw BackupError(.badData, "\(backup)/Manifest.db: \(error)")
     }
     let plan: RestorePlan
     do throws(RestoreProblem) { plan = try RestorePlan(rows) } catch {
-      throw CLIError(.badValue, "bad backup: \(error)")
+      throw BackupError(.badData, "bad backup: \(error)")
     }
     summary.skipped = plan.skipped
     let descriptors = ResourceLimits.raiseOpenFiles()
     guard UInt64(plan.depth) + Self.spareDescriptors <= descriptors else {
-      throw CLIError(
-        .osError,
+      throw BackupError(
+        .system,
         "the backup nests \(plan.depth) directories deep; a restore holds one descriptor per level, and this process may open \(descriptors) (ulimit -n)"
       )
     }
@@ -200,31 +196,23 @@ final class BackupRestorer {
     let checked = try check(plan, database, &needed)
     try refuseUnlessItFits(needed, space, capacity: capacity, target: target)
 
-    // Nothing is made readable to others before it is complete: every create below has
-    // the mode it is given, no more; the user's umask decides only the directories a
-    // restore makes itself.
-    let userMask = Sys.umask(0o077)
-    defer { _ = Sys.umask(userMask) }
-    directoryMode = (0o755 & ~userMask) | 0o700
     let staging = try StagingDirectory(for: target, purpose: "restore", verb: "restore")
     rootFD = staging.fd
-    defer { progress.finish() }
-    do throws(CLIError) {
+    do throws(BackupError) {
       try makeLayout()
       for (index, item) in plan.items.enumerated() where !checked[index].excluded {
         try restore(item, checked[index], database)
-        progress.update(files: summary.files + summary.directories + summary.symlinks, bytes: summary.bytes)
+        progress?(summary.files + summary.directories + summary.symlinks, summary.bytes)
       }
       closeDirectories(keeping: 0)
       try applyDirectoryModes()
-      do throws(Errno) { try Sys.fchmod(rootFD, directoryMode) } catch {
-        throw CLIError(.osError, "cannot set the mode of \(staging.path): \(error)")
+      do throws(Errno) { try Sys.fchmod(rootFD, rootMode) } catch {
+        throw BackupError(.system, "cannot set the mode of \(staging.path): \(error)")
       }
       try staging.commit()
     } catch {
       closeDirectories(keeping: 0)
-      if let note = staging.discard() { throw CLIError(error.code, error.message + "; " + note) }
-      throw error
+      throw error.adding(staging.discard())
     }
     return summary
   }
@@ -233,7 +221,7 @@ final class BackupRestorer {
 
   /// Reads every record and every file's bytes of the plan, checks them, decides what is
   /// excluded and what is a hard link, and adds up what the restore will write.
-  private func check(_ plan: RestorePlan, _ database: ManifestDatabase, _ space: inout Space) throws(CLIError)
+  private func check(_ plan: RestorePlan, _ database: ManifestDatabase, _ space: inout Space) throws(BackupError)
     -> [Checked]
   {
     var checked: [Checked] = []
@@ -275,10 +263,10 @@ final class BackupRestorer {
           do throws(Errno) {
             entry.data = try SparseCopy.dataBytes(source, count: record.size)
           } catch {
-            throw CLIError(
-              .osError, "cannot read \(backup)/\(BackupRules.contentPath(fileID: item.row.fileID)): \(error)")
+            throw BackupError(
+              .system, "cannot read \(backup)/\(BackupLayout.contentPath(fileID: item.row.fileID)): \(error)")
           }
-          space.data += (entry.data + space.blockSize - 1) / space.blockSize * space.blockSize
+          space.data.addSaturating((entry.data + space.blockSize - 1) / space.blockSize * space.blockSize)
           space.items += 1
           if record.inode != 0 { lastOfInode[record.inode] = record.size }
         }
@@ -289,27 +277,27 @@ final class BackupRestorer {
   }
 
   /// The record of an item, decoded and checked against its row.
-  private func record(of item: RestorePlan.Item, _ database: ManifestDatabase) throws(CLIError) -> BackupFileRecord {
+  private func record(of item: RestorePlan.Item, _ database: ManifestDatabase) throws(BackupError) -> BackupFileRecord {
     let path = RestorePlan.text(item.row.relativePath)
     let bytes: [UInt8]
     do throws(ManifestDatabase.Failure) { bytes = try database.record(rowID: item.row.rowID) } catch {
-      throw CLIError(.badValue, "bad backup: \(path): \(error)")
+      throw BackupError(.badData, "bad backup: \(path): \(error)")
     }
     let record: BackupFileRecord
     do throws(BackupFileRecord.ReadError) {
       record = try BackupFileRecord.unarchive(bytes, relativePath: item.row.relativePath, flags: item.row.flags)
     } catch {
-      throw CLIError(.badValue, "bad backup: \(path): \(error)")
+      throw BackupError(.badData, "bad backup: \(path): \(error)")
     }
     do throws(RestoreProblem) { _ = try RestorePlan.check(record) } catch {
-      throw CLIError(.badValue, "bad backup: \(error)")
+      throw BackupError(.badData, "bad backup: \(error)")
     }
     return record
   }
 
   /// A file's bytes in the backup, opened without following a symlink on the way, and
   /// checked to be a regular file of the size its record says.
-  private func openContent(_ item: RestorePlan.Item) throws(CLIError) -> Int32 {
+  private func openContent(_ item: RestorePlan.Item) throws(BackupError) -> Int32 {
     let fileID = item.row.fileID
     let path = RestorePlan.text(item.row.relativePath)
     let fd: Int32
@@ -317,17 +305,18 @@ final class BackupRestorer {
       let bucket = try bucketFD(String(fileID.prefix(2)))
       fd = try Sys.openat(bucket, fileID, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
     } catch  where error == .tooManySymlinks || error == .notDirectory {
-      throw CLIError(.badValue, "bad backup: the bytes of \(path) (\(fileID)) are behind a symlink, not in the backup")
+      throw BackupError(
+        .badData, "bad backup: the bytes of \(path) (\(fileID)) are behind a symlink, not in the backup")
     } catch {
-      throw CLIError(.badValue, "bad or truncated backup: the bytes of \(path) (\(fileID)) are missing: \(error)")
+      throw BackupError(.badData, "bad or truncated backup: the bytes of \(path) (\(fileID)) are missing: \(error)")
     }
-    do throws(CLIError) {
+    do throws(BackupError) {
       let status: stat
       do throws(Errno) { status = try Sys.fstat(fd) } catch {
-        throw CLIError(.osError, "cannot look at the bytes of \(path) (\(fileID)): \(error)")
+        throw BackupError(.system, "cannot look at the bytes of \(path) (\(fileID)): \(error)")
       }
       guard status.st_mode & S_IFMT == S_IFREG else {
-        throw CLIError(.badValue, "bad backup: the bytes of \(path) (\(fileID)) are not a regular file")
+        throw BackupError(.badData, "bad backup: the bytes of \(path) (\(fileID)) are not a regular file")
       }
       return fd
     } catch {
@@ -344,7 +333,7 @@ final class BackupRestorer {
   }
 
   /// The free space and inodes of the filesystem the target goes on.
-  private func spaceAvailable(in target: DirectoryArgument) throws(CLIError) -> (
+  private func spaceAvailable(in target: TargetDirectory) throws(BackupError) -> (
     blockSize: Int64, free: Int64, inodes: Int64?
   ) {
     do throws(Errno) {
@@ -356,29 +345,29 @@ final class BackupRestorer {
       // A filesystem that reports no inode total has no inode limit.
       return (blockSize, free, st.f_files == 0 ? nil : Int64(clamping: UInt64(st.f_favail)))
     } catch {
-      throw CLIError(.noInput, "cannot measure the free space of \(target.parent): \(error)")
+      throw BackupError(.unusablePath, "cannot measure the free space of \(target.parent): \(error)")
     }
   }
 
   private func refuseUnlessItFits(
     _ needed: Space, _ space: (blockSize: Int64, free: Int64, inodes: Int64?), capacity: Int64?,
-    target: DirectoryArgument
-  ) throws(CLIError) {
+    target: TargetDirectory
+  ) throws(BackupError) {
     let what =
       "the restore needs about \(ByteCount(needed.bytes).formatted) (the files' data as the backup holds it, holes left out, and a block per directory)"
     if let capacity, needed.bytes > capacity {
-      throw CLIError(
-        .badValue, "\(what), more than the sandbox's capacity \(ByteCount(capacity).formatted) (--capacity)")
+      throw BackupError(
+        .badData, "\(what), more than the sandbox's capacity \(ByteCount(capacity).formatted) (--capacity)")
     }
     if needed.bytes > space.free {
-      throw CLIError(
-        .osError,
+      throw BackupError(
+        .system,
         "\(what), but the filesystem of \(target.parent) has \(ByteCount(space.free).formatted) free: make room or restore elsewhere"
       )
     }
     if let inodes = space.inodes, needed.items > inodes {
-      throw CLIError(
-        .osError,
+      throw BackupError(
+        .system,
         "the restore makes \(needed.items) files and directories, but the filesystem of \(target.parent) has room for \(inodes) more"
       )
     }
@@ -386,16 +375,16 @@ final class BackupRestorer {
 
   // MARK: - Second pass: write
 
-  private func restore(_ item: RestorePlan.Item, _ checked: Checked, _ database: ManifestDatabase) throws(CLIError) {
+  private func restore(_ item: RestorePlan.Item, _ checked: Checked, _ database: ManifestDatabase) throws(BackupError) {
     let record = try record(of: item, database)
     let protection: ProtectionClass?
     do throws(RestoreProblem) { protection = try RestorePlan.check(record) } catch {
-      throw CLIError(.badValue, "bad backup: \(error)")
+      throw BackupError(.badData, "bad backup: \(error)")
     }
     guard record.size == checked.size, record.inode == checked.inode,
       BackupRules.exclusion(record.extendedAttributes) == nil
     else {
-      throw CLIError(.badValue, "bad backup: \(RestorePlan.text(record.relativePath)) changed during the restore")
+      throw BackupError(.badData, "bad backup: \(RestorePlan.text(record.relativePath)) changed during the restore")
     }
     let components = item.components
     let parentFD = try openParent(of: components)
@@ -409,7 +398,7 @@ final class BackupRestorer {
         // The sandbox's own directories are made first; a row may only describe them.
         fd = try makeDirectory(parentFD, name, mode: 0o700, existing: existing)
       } catch {
-        throw CLIError(.osError, "cannot make the directory \(RestorePlan.text(record.relativePath)): \(error)")
+        throw BackupError(.system, "cannot make the directory \(RestorePlan.text(record.relativePath)): \(error)")
       }
       stack.append((components[components.count - 1], fd))
       directoryRows.append((components, Self.restoredMode(record.mode), record.lastModified))
@@ -423,7 +412,7 @@ final class BackupRestorer {
         let time = timespec(tv_sec: Int(record.lastModified), tv_nsec: 0)
         try Sys.utimens(fd, isSymlink: true, (time, time))
       } catch {
-        throw CLIError(.osError, "cannot restore the symlink \(RestorePlan.text(record.relativePath)): \(error)")
+        throw BackupError(.system, "cannot restore the symlink \(RestorePlan.text(record.relativePath)): \(error)")
       }
       summary.symlinks += 1
     case .file:
@@ -434,7 +423,7 @@ final class BackupRestorer {
   private func restoreFile(
     _ record: BackupFileRecord, _ protection: ProtectionClass?, _ checked: Checked, components: [[UInt8]],
     parentFD: Int32, name: [CChar], _ item: RestorePlan.Item
-  ) throws(CLIError) {
+  ) throws(BackupError) {
     let path = RestorePlan.text(record.relativePath)
     summary.files += 1
     summary.bytes.addSaturating(record.size)
@@ -445,7 +434,7 @@ final class BackupRestorer {
         try Sys.link(existing, parentFD, name)
         return
       } catch {
-        throw CLIError(.osError, "cannot link \(path): \(error)")
+        throw BackupError(.system, "cannot link \(path): \(error)")
       }
     }
     let source = try openContent(item)
@@ -454,7 +443,7 @@ final class BackupRestorer {
     do throws(Errno) {
       out = try Sys.openat(parentFD, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
     } catch {
-      throw CLIError(.osError, "cannot create \(path): \(error)")
+      throw BackupError(.system, "cannot create \(path): \(error)")
     }
     defer { Sys.close(out) }
     let size: Int64
@@ -463,34 +452,36 @@ final class BackupRestorer {
       size = Int64(try Sys.fstat(source).st_size)
       copied = try SparseCopy.copy(from: source, to: out, count: record.size)
     } catch {
-      throw CLIError(.osError, "cannot restore \(path): \(error)")
+      throw BackupError(.system, "cannot restore \(path): \(error)")
     }
     guard size == record.size else {
-      throw CLIError(
-        .badValue,
+      throw BackupError(
+        .badData,
         "bad or truncated backup: \(path) (\(item.row.fileID)) holds \(size) bytes, the manifest says \(record.size)")
     }
     guard copied.covered == record.size, copied.data <= checked.data else {
-      throw CLIError(.badValue, "bad backup: the bytes of \(path) (\(item.row.fileID)) changed during the restore")
+      throw BackupError(.badData, "bad backup: the bytes of \(path) (\(item.row.fileID)) changed during the restore")
     }
     try setAttributes(out, record, protection)
     if record.inode != 0 { restoredInodes[record.inode] = (components, record.size) }
   }
 
   /// Attributes, class, mode and (for files) times of a new file or directory.
-  private func setAttributes(_ fd: Int32, _ record: BackupFileRecord, _ protection: ProtectionClass?) throws(CLIError) {
+  private func setAttributes(_ fd: Int32, _ record: BackupFileRecord, _ protection: ProtectionClass?)
+    throws(BackupError)
+  {
     let path = RestorePlan.text(record.relativePath)
     for (name, value) in record.extendedAttributes {
       guard let stored = RestorePlan.backingAttributeName(name) else { continue }
       do throws(Errno) {
         try Xattr.set(fd, name: String(decoding: stored, as: UTF8.self), value: value)
       } catch  where error == .outOfRange || error == .noSpace || error.rawValue == E2BIG {
-        throw CLIError(
-          .badValue,
+        throw BackupError(
+          .badData,
           "bad backup: the attribute \(RestorePlan.text(name)) of \(path) (\(value.count) bytes) does not fit on the target's filesystem: \(error)"
         )
       } catch {
-        throw CLIError(.osError, "cannot set the attribute \(RestorePlan.text(name)) of \(path): \(error)")
+        throw BackupError(.system, "cannot set the attribute \(RestorePlan.text(name)) of \(path): \(error)")
       }
     }
     do throws(Errno) {
@@ -503,7 +494,7 @@ final class BackupRestorer {
       let time = timespec(tv_sec: Int(record.lastModified), tv_nsec: 0)
       try Sys.futimens(fd, (time, time))
     } catch {
-      throw CLIError(.osError, "cannot set the class, mode or times of \(path): \(error)")
+      throw BackupError(.system, "cannot set the class, mode or times of \(path): \(error)")
     }
   }
 
@@ -516,7 +507,7 @@ final class BackupRestorer {
 
   /// The parent directory of `components`, opened (and made when the backup has no row
   /// for it) component by component without following symlinks.
-  private func openParent(of components: [[UInt8]]) throws(CLIError) -> Int32 {
+  private func openParent(of components: [[UInt8]]) throws(BackupError) -> Int32 {
     let parent = components.dropLast()
     var common = 0
     while common < stack.count, common < parent.count, stack[common].name == parent[parent.startIndex + common] {
@@ -527,10 +518,10 @@ final class BackupRestorer {
       let at = stack.last?.fd ?? rootFD
       let name = (component + [0]).map { CChar(bitPattern: $0) }
       do throws(Errno) {
-        stack.append((component, try makeDirectory(at, name, mode: directoryMode, existing: true)))
+        stack.append((component, try makeDirectory(at, name, mode: 0o755, existing: true)))
       } catch {
-        throw CLIError(
-          .badValue,
+        throw BackupError(
+          .badData,
           "bad backup: cannot make the directory \(RestorePlan.text(Array(components.joined(separator: [0x2F])))): \(error)"
         )
       }
@@ -545,48 +536,47 @@ final class BackupRestorer {
 
   /// Gives every directory made from a row its recorded mode and time, once everything
   /// is restored: the deepest first (in the reverse of the order they were made), so each
-  /// is reached through parents still open to the user.
-  private func applyDirectoryModes() throws(CLIError) {
+  /// is reached through parents still open to the user. The directories on the way stay
+  /// open from one to the next, as in the first pass, so a deep tree costs no more.
+  private func applyDirectoryModes() throws(BackupError) {
+    var open: [(name: [UInt8], fd: Int32)] = []
+    defer { for entry in open { Sys.close(entry.fd) } }
     for (components, mode, seconds) in directoryRows.reversed() {
       let time = timespec(tv_sec: Int(seconds), tv_nsec: 0)
       do throws(Errno) {
-        let fd = try openBeneath(components, directory: true)
-        defer { Sys.close(fd) }
+        var common = 0
+        while common < open.count, common < components.count, open[common].name == components[common] { common += 1 }
+        while open.count > common { Sys.close(open.removeLast().fd) }
+        for component in components[common...] {
+          let at = open.last?.fd ?? rootFD
+          let name = (component + [0]).map { CChar(bitPattern: $0) }
+          open.append((component, try Sys.openat(at, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)))
+        }
+        let fd = open[components.count - 1].fd
         try Sys.fchmod(fd, mode)
         try Sys.futimens(fd, (time, time))
       } catch {
-        throw CLIError(
-          .osError,
+        throw BackupError(
+          .system,
           "cannot set the mode and times of \(RestorePlan.text(Array(components.joined(separator: [0x2F])))): \(error)")
       }
     }
   }
 
-  /// Makes (when `existing`, or finds) the directory `name` in `at` and opens it without
-  /// following a symlink; one it makes gets exactly `mode`.
+  /// Makes the directory `name` in `at` with `mode` (less the umask), or finds it when
+  /// `existing`, and opens it without following a symlink (``Directory/open(_:_:)``).
   private func makeDirectory(_ at: Int32, _ name: [CChar], mode: mode_t, existing: Bool) throws(Errno) -> Int32 {
-    var made = true
     do throws(Errno) {
-      try Sys.mkdirat(at, name, 0o700)
-    } catch  where existing && error == .exists {
-      made = false
-    }
-    let fd = try Sys.openat(at, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
-    if made, mode != 0o700 {
-      do throws(Errno) { try Sys.fchmod(fd, mode) } catch {
-        Sys.close(fd)
-        throw error
-      }
-    }
-    return fd
+      try Sys.mkdirat(at, name, mode)
+    } catch  where existing && error == .exists {}
+    return try Directory.open(at, name)
   }
 
-  /// Opens a restored item by its components, each without following symlinks: an
-  /// `O_PATH` descriptor, or a directory opened for reading when `directory`.
-  private func openBeneath(_ components: [[UInt8]], directory: Bool = false) throws(Errno) -> Int32 {
+  /// Opens a restored item (`O_PATH`) by its components, each without following symlinks.
+  private func openBeneath(_ components: [[UInt8]]) throws(Errno) -> Int32 {
     var fd = try Sys.dup(rootFD)
     for (index, component) in components.enumerated() {
-      let last = index == components.count - 1 && !directory
+      let last = index == components.count - 1
       let flags = last ? Linux.openPath | O_NOFOLLOW | O_CLOEXEC : O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC
       let next: Int32
       do throws(Errno) {
@@ -602,17 +592,19 @@ final class BackupRestorer {
   }
 
   /// The sandbox's fixed directories (Caches and tmp empty) and its default class.
-  private func makeLayout() throws(CLIError) {
+  private func makeLayout() throws(BackupError) {
     do throws(Errno) {
       for path in [
         "Documents", "Library", "Library/Application Support", "Library/Preferences", "Library/Caches", "tmp",
       ] {
-        Sys.close(try makeDirectory(rootFD, Array(path.utf8CString), mode: directoryMode, existing: false))
+        let fd = try makeDirectory(rootFD, Array(path.utf8CString), mode: 0o755, existing: false)
+        defer { Sys.close(fd) }
+        if path == "Documents" { rootMode = mode_t(try Sys.fstat(fd).st_mode & 0o777) }
       }
       try Xattr.set(
         rootFD, name: DefaultProtection.attributeName, value: Array(ProtectionClass.containerDefault.name.utf8))
     } catch {
-      throw CLIError(.osError, "cannot make the sandbox's directories: \(error)")
+      throw BackupError(.system, "cannot make the sandbox's directories: \(error)")
     }
   }
 }

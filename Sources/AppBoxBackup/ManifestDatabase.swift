@@ -1,15 +1,15 @@
 import CSQLite
-import SandboxPolicy
 
 /// A backup's `Manifest.db`: the SQLite table `Files (fileID, domain, relativePath, flags,
 /// file)` that iOS writes, one row per backed-up item.
 ///
 /// Text columns are bound and read as raw bytes, so a relative path that is not UTF-8
 /// keeps its exact bytes (SQLite does not check text encodings).
-final class ManifestDatabase {
+public final class ManifestDatabase {
   /// A failed SQLite call: what was being done and SQLite's message.
-  struct Failure: Error, CustomStringConvertible {
-    let description: String
+  public struct Failure: Error, CustomStringConvertible {
+    /// What was being done, and SQLite's message.
+    public let description: String
   }
 
   private let handle: OpaquePointer
@@ -91,7 +91,7 @@ final class ManifestDatabase {
   func commit() throws(Failure) { try execute("COMMIT") }
 
   /// The distinct domains in `Files`.
-  func domains() throws(Failure) -> [String] {
+  public func domains() throws(Failure) -> [String] {
     var result: [String] = []
     try query("SELECT DISTINCT domain FROM Files ORDER BY domain", bind: []) { statement in
       result.append(Self.text(statement, 0).map { String(decoding: $0, as: UTF8.self) } ?? "")

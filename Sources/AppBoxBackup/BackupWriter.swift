@@ -1,11 +1,13 @@
 import AppBoxFS
-import Foundation
 import Posix
 import SandboxPolicy
 
 #if canImport(Glibc)
   import Glibc
 #endif
+
+/// What a backup or a restore tells as it goes: items and bytes so far.
+public typealias BackupProgress = (_ items: Int, _ bytes: Int64) -> Void
 
 /// Walks a sandbox's backing directory and writes what a device backup of the app holds,
 /// in the layout of an unencrypted iOS backup (`Manifest.db`, the plists, each file's
@@ -21,15 +23,15 @@ import SandboxPolicy
 /// it is built in a staging directory of mode 0700 and every file in it (copies,
 /// `Manifest.db`, the plists) has mode 0600, whatever the umask. Holes of sparse files
 /// stay holes in the copies.
-final class BackupWriter {
+public final class BackupWriter {
 
   private let backing: String
   private let bundleID: String
   private let domain: String
   private let dryRun: Bool
-  private var progress: ProgressLine
+  private let progress: BackupProgress?
   private var rootDefault = ProtectionClass.containerDefault
-  private(set) var report = BackupReport()
+  private var report = BackupReport()
 
   private var database: ManifestDatabase?
   private var staging: StagingDirectory?
@@ -46,13 +48,14 @@ final class BackupWriter {
   /// How often a file that changes while it is copied is copied again.
   static let copyAttempts = 4
 
-  /// A writer for the backing directory `backing`.
-  init(backing: String, bundleID: String, dryRun: Bool, progress: Bool) {
+  /// A writer for the backing directory `backing`, of the app `bundleID`; a dry run only
+  /// counts. `progress` is told the items and bytes so far, now and then.
+  public init(backing: String, bundleID: String, dryRun: Bool, progress: BackupProgress? = nil) {
     self.backing = backing
     self.bundleID = bundleID
     self.domain = BackupRules.domain(bundleID: bundleID)
     self.dryRun = dryRun
-    self.progress = ProgressLine(enabled: progress, verb: dryRun ? "measuring" : "backing up")
+    self.progress = progress
   }
 
   deinit {
@@ -61,38 +64,35 @@ final class BackupWriter {
 
   /// Walks the sandbox and, unless a dry run, writes the backup into `destination` (made
   /// in a staging directory beside it, renamed into place when complete).
-  func run(destination: DirectoryArgument?) throws(CLIError) -> BackupReport {
+  public func run(destination: TargetDirectory?) throws(BackupError) -> BackupReport {
     let rootFD: Int32
     do throws(Errno) {
       rootFD = try Sys.openat(AT_FDCWD, backing, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
     } catch {
-      throw CLIError(.noInput, "cannot open the backing directory \(backing): \(error)")
+      throw BackupError(.unusablePath, "cannot open the backing directory \(backing): \(error)")
     }
     defer { Sys.close(rootFD) }
     do throws(Errno) {
       rootDefault = try DefaultProtection.recorded(rootFD: rootFD) ?? .containerDefault
     } catch {
-      throw CLIError(.osError, "cannot read \(backing)'s default class: \(error)")
+      throw BackupError(.system, "cannot read \(backing)'s default class: \(error)")
     }
     // A tree deeper than the descriptor limit would fail half-way.
     ResourceLimits.raiseOpenFiles()
     if let destination {
       staging = try StagingDirectory(for: destination, purpose: "backup", verb: "back up")
     }
-    do throws(CLIError) {
+    do throws(BackupError) {
       if let staging { database = try Self.createDatabase(in: staging) }
       try walk(rootFD)
-      progress.finish()
       if let staging {
         try finishDatabase()
         try writePlists()
         try staging.commit()
       }
     } catch {
-      progress.finish()
       database = nil
-      if let note = staging?.discard() { throw CLIError(error.code, error.message + "; " + note) }
-      throw error
+      throw error.adding(staging?.discard())
     }
     return report
   }
@@ -101,27 +101,28 @@ final class BackupWriter {
 
   /// `Manifest.db` in the staging directory, made with mode 0600 before SQLite opens it
   /// (SQLite would make it 0644 less the umask).
-  private static func createDatabase(in staging: StagingDirectory) throws(CLIError) -> ManifestDatabase {
+  private static func createDatabase(in staging: StagingDirectory) throws(BackupError) -> ManifestDatabase {
     do throws(Errno) {
-      let fd = try Sys.openat(staging.fd, "Manifest.db", O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+      let fd = try Sys.openat(
+        staging.fd, BackupLayout.database, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
       defer { Sys.close(fd) }
       try Sys.fchmod(fd, 0o600)
     } catch {
-      throw CLIError(.osError, "cannot create \(staging.path)/Manifest.db: \(error)")
+      throw BackupError(.system, "cannot create \(staging.path)/Manifest.db: \(error)")
     }
     do throws(ManifestDatabase.Failure) {
       return try ManifestDatabase(path: staging.path + "/Manifest.db", create: true)
     } catch {
-      throw CLIError(.osError, error.description)
+      throw BackupError(.system, error.description)
     }
   }
 
-  private func finishDatabase() throws(CLIError) {
+  private func finishDatabase() throws(BackupError) {
     do throws(ManifestDatabase.Failure) {
       try database?.commit()
       database = nil
     } catch {
-      throw CLIError(.osError, error.description)
+      throw BackupError(.system, error.description)
     }
   }
 
@@ -137,7 +138,7 @@ final class BackupWriter {
 
   /// Walks the tree below `rootFD` with a stack of open directories (no recursion: a
   /// deep tree cannot exhaust the thread's stack).
-  private func walk(_ rootFD: Int32) throws(CLIError) {
+  private func walk(_ rootFD: Int32) throws(BackupError) {
     var stack = [try level(rootFD, components: [])]
     while let top = stack.indices.last {
       guard stack[top].next < stack[top].names.count else {
@@ -164,7 +165,7 @@ final class BackupWriter {
   }
 
   /// The names in a directory (`.` and `..` left out), and a stream of its own.
-  private func level(_ directoryFD: Int32, components: [[UInt8]]) throws(CLIError) -> Level {
+  private func level(_ directoryFD: Int32, components: [[UInt8]]) throws(BackupError) -> Level {
     do throws(Errno) {
       let stream = try DirectoryStream(fd: try Sys.openat(directoryFD, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC))
       var names: [[CChar]] = []
@@ -181,7 +182,7 @@ final class BackupWriter {
 
   /// Files and bytes below (or of) an entry that is not backed up (not counted deeper
   /// than a backup goes), walked with a stack of open directories.
-  private func measure(_ directoryFD: Int32, _ name: [CChar], _ path: [[UInt8]]) throws(CLIError) -> (Int, Int64) {
+  private func measure(_ directoryFD: Int32, _ name: [CChar], _ path: [[UInt8]]) throws(BackupError) -> (Int, Int64) {
     var total = (0, Int64(0))
     var stack: [(stream: DirectoryStream, path: [[UInt8]])] = []
     var next: (fd: Int32, name: [CChar], path: [[UInt8]])? = (directoryFD, name, path)
@@ -226,7 +227,7 @@ final class BackupWriter {
 
   /// Backs up (or counts) one item of the backed-up scope.
   /// - Returns: a directory's descriptor, to walk it (the caller closes it).
-  private func item(_ directoryFD: Int32, _ name: [CChar], _ path: [[UInt8]]) throws(CLIError) -> Int32? {
+  private func item(_ directoryFD: Int32, _ name: [CChar], _ path: [[UInt8]]) throws(BackupError) -> Int32? {
     guard path.count <= RestorePlan.maximumDepth else {
       report.tooDeep.append(BackupReportPath.join(path))  // a restore would refuse the backup
       return nil
@@ -274,7 +275,7 @@ final class BackupWriter {
       return nil
     }
     let relativePath = BackupReportPath.join(path)
-    let fileID = BackupRules.fileID(domain: domain, relativePath: relativePath)
+    let fileID = BackupLayout.fileID(domain: domain, relativePath: relativePath)
     var recorded = st
     var target: [UInt8]?
     switch kind {
@@ -288,7 +289,7 @@ final class BackupWriter {
     case .directory: break
     }
     report.addIncluded(path, kind: kind, bytes: kind == .file ? Int64(recorded.st_size) : 0)
-    progress.update(files: report.included.files + report.directories, bytes: report.included.bytes)
+    progress?(report.included.files + report.directories, report.included.bytes)
     if let database {
       let record = BackupFileRecord(
         relativePath: relativePath, kind: kind, mode: UInt32(recorded.st_mode), userID: recorded.st_uid,
@@ -300,7 +301,7 @@ final class BackupWriter {
         try database.insert(
           fileID: fileID, domain: domain, relativePath: relativePath, flags: kind.rawValue, file: record.archive())
       } catch {
-        throw CLIError(.osError, error.description)
+        throw BackupError(.system, error.description)
       }
     }
     guard kind == .directory else { return nil }
@@ -311,7 +312,7 @@ final class BackupWriter {
   /// An item's attributes as programs on the mount see them (Apple's names mapped back;
   /// AppBox's own and the kernel's `security.`, `system.` and `trusted.` ones left out),
   /// and its Data Protection class.
-  private func readAttributes(_ fd: Int32, _ path: [[UInt8]], isSymlink: Bool) throws(CLIError) -> (
+  private func readAttributes(_ fd: Int32, _ path: [[UInt8]], isSymlink: Bool) throws(BackupError) -> (
     [(name: [UInt8], value: [UInt8])], ProtectionClass
   ) {
     let names: [[UInt8]]
@@ -360,7 +361,7 @@ final class BackupWriter {
   /// meanwhile (size or times moved). Returns the status the copy matches, or nil when
   /// the file kept changing and its copy could not be verified (then it is left out and
   /// reported).
-  private func copy(_ fd: Int32, _ initial: stat, fileID: String, path: [[UInt8]]) throws(CLIError) -> stat? {
+  private func copy(_ fd: Int32, _ initial: stat, fileID: String, path: [[UInt8]]) throws(BackupError) -> stat? {
     let key = InodeKey(device: UInt64(initial.st_dev), inode: UInt64(initial.st_ino))
     let bucket = try bucketFD(String(fileID.prefix(2)))
     if initial.st_nlink > 1, let first = linkCopies[key] {
@@ -448,69 +449,37 @@ final class BackupWriter {
     return true
   }
 
-  private func bucketFD(_ name: String) throws(CLIError) -> Int32 {
+  private func bucketFD(_ name: String) throws(BackupError) -> Int32 {
     if let fd = buckets[name] { return fd }
     do throws(Errno) {
-      try Sys.mkdirat(outFD, name, 0o700)
-      let fd = try Sys.openat(outFD, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+      let fd = try Directory.make(outFD, name, mode: 0o700)
       buckets[name] = fd
-      try Sys.fchmod(fd, 0o700)  // whatever the umask
       return fd
     } catch {
-      throw CLIError(.osError, "cannot create \(name) in the backup: \(error)")
+      throw BackupError(.system, "cannot create \(name) in the backup: \(error)")
     }
   }
 
-  private func failure(_ what: String, _ path: [[UInt8]], _ error: Errno) -> CLIError {
+  private func failure(_ what: String, _ path: [[UInt8]], _ error: Errno) -> BackupError {
     let name = String(decoding: BackupReportPath.join(path), as: UTF8.self)
-    return CLIError(.osError, "\(what) \(name.isEmpty ? backing : name): \(error)")
+    return BackupError(.system, "\(what) \(name.isEmpty ? backing : name): \(error)")
   }
 
   // MARK: - Plists
 
-  private func writePlists() throws(CLIError) {
-    let now = Date()
-    let identifier = SHA1.hexDigest(Array("AppBox-\(backing)".utf8))
-    let name = "AppBox"
-    let lockdown: [String: Any] = [
-      "DeviceName": name, "ProductType": "AppBox", "ProductVersion": "17.0", "BuildVersion": "21A329",
-      "UniqueDeviceID": identifier, "SerialNumber": "APPBOX",
-    ]
-    let application: [String: Any] = [
-      "CFBundleIdentifier": bundleID, "CFBundleVersion": "1", "ContainerContentClass": "Data/Application",
-      "Path": "/private/var/containers/Bundle/Application/AppBox/\(bundleID).app",
-    ]
-    let manifest: [String: Any] = [
-      "Version": "10.0", "Date": now, "SystemDomainsVersion": "24.0", "WasPasscodeSet": false,
-      "IsEncrypted": false, "Lockdown": lockdown, "Applications": [bundleID: application],
-    ]
-    let info: [String: Any] = [
-      "Device Name": name, "Display Name": name, "Product Type": "AppBox", "Product Version": "17.0",
-      "Build Version": "21A329", "Unique Identifier": identifier.uppercased(), "Target Identifier": identifier,
-      "Target Type": "Device", "GUID": String(identifier.prefix(32)).uppercased(), "Serial Number": "APPBOX",
-      "Last Backup Date": now, "Installed Applications": [bundleID], "Applications": [bundleID: [String: Any]()],
-    ]
-    let status: [String: Any] = [
-      "BackupState": "new", "IsFullBackup": true, "SnapshotState": "finished", "Version": "3.3", "Date": now,
-      "UUID": UUID().uuidString,
-    ]
+  private func writePlists() throws(BackupError) {
+    let plists = BackupPlists(bundleID: bundleID, source: backing, now: Clock.unix())
     for (file, plist, format) in [
-      ("Manifest.plist", manifest, PropertyListSerialization.PropertyListFormat.binary),
-      ("Info.plist", info, .xml), ("Status.plist", status, .binary),
+      (BackupLayout.manifest, plists.manifest, PropertyList.Format.binary), ("Info.plist", plists.info, .xml),
+      ("Status.plist", plists.status, .binary),
     ] {
-      let data: Data
-      do {
-        data = try PropertyListSerialization.data(fromPropertyList: plist, format: format, options: 0)
-      } catch {
-        throw CLIError(.osError, "cannot encode \(file): \(error)")
-      }
       do throws(Errno) {
         let fd = try Sys.openat(outFD, file, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
         defer { Sys.close(fd) }
         try Sys.fchmod(fd, 0o600)
-        try Sys.writeAll(fd, Array(data))
+        try Sys.writeAll(fd, plist.encoded(as: format))
       } catch {
-        throw CLIError(.osError, "cannot write \(file): \(error)")
+        throw BackupError(.system, "cannot write \(file): \(error)")
       }
     }
   }
@@ -520,35 +489,4 @@ final class BackupWriter {
 enum BackupReportPath {
   /// Components joined with `/`.
   static func join(_ components: [[UInt8]]) -> [UInt8] { Array(components.joined(separator: [UInt8(ascii: "/")])) }
-}
-
-/// A one-line progress display on standard error, when it is a terminal.
-struct ProgressLine {
-  private let enabled: Bool
-  private let verb: String
-  private var last: Double = 0
-  private var shown = false
-
-  /// A display; `enabled` false makes it silent.
-  init(enabled: Bool, verb: String) {
-    self.enabled = enabled
-    self.verb = verb
-  }
-
-  /// Shows the counts, at most five times a second.
-  mutating func update(files: Int, bytes: Int64) {
-    guard enabled else { return }
-    let now = Clock.monotonic()
-    guard now - last >= 0.2 else { return }
-    last = now
-    shown = true
-    FileHandle.standardError.write(Data("\r\(verb): \(files) items, \(ByteCount(bytes).formatted)\u{1B}[K".utf8))
-  }
-
-  /// Clears the line.
-  mutating func finish() {
-    guard shown else { return }
-    shown = false
-    FileHandle.standardError.write(Data("\r\u{1B}[K".utf8))
-  }
 }

@@ -1,3 +1,5 @@
+import SandboxPolicy
+
 /// What a backup holds and what it left out, as `appbox backup` reports it: totals, by
 /// directory, the largest items, and what exclusion, Caches and tmp saved.
 public struct BackupReport: Sendable {
@@ -19,6 +21,9 @@ public struct BackupReport: Sendable {
 
   /// How many of the largest items are kept.
   public static let largestCount = 10
+  /// The deepest item a backup holds: as deep as a restore makes (``tooDeep`` lists
+  /// what lies deeper).
+  public static let maximumDepth = RestorePlan.maximumDepth
 
   /// Included regular files and their bytes.
   public private(set) var included = Tally()

@@ -11,31 +11,31 @@ import Posix
 /// Resolved once, from the argument's bytes, without Foundation's path functions: `.`,
 /// `./`, `dir/..`, trailing slashes and a symlink to a directory all name the directory a
 /// shell user means, and a path that names nothing a command could create gets a clear
-/// error (exit 64 or 66), never a crash.
-struct DirectoryArgument: Equatable {
+/// error (``BackupError`` `.usage` or `.unusablePath`), never a crash.
+public struct TargetDirectory: Equatable, Sendable {
   /// The parent directory: absolute, without symlinks, `.` or `..` (`realpath`).
-  let parent: String
+  public let parent: String
   /// The directory's own name: one component, never empty, `.` or `..`, at most 255 bytes.
-  let name: String
+  public let name: String
   /// Whether the directory existed when the argument was resolved.
-  let existed: Bool
+  public let existed: Bool
 
   /// The directory's absolute path.
-  var path: String { parent == "/" ? "/" + name : parent + "/" + name }
+  public var path: String { parent == "/" ? "/" + name : parent + "/" + name }
 
   /// The longest name a directory entry may have (`NAME_MAX`).
   static let nameMax = 255
 
   /// Resolves `argument`, the value of `option` (for messages).
-  /// - Throws: ``CLIError`` `.usage` for an empty argument; `.noInput` for the root
+  /// - Throws: ``BackupError`` `.usage` for an empty argument; `.unusablePath` for the root
   ///   directory, an existing item that is not a directory, a dangling symlink, a missing
   ///   parent, a name or path too long, or a path that cannot be looked up.
-  static func resolve(_ argument: String, option: String) throws(CLIError) -> DirectoryArgument {
-    guard !argument.isEmpty else { throw CLIError(.usage, "\(option) needs a directory, not an empty name") }
-    guard !argument.utf8.contains(0) else { throw CLIError(.usage, "\(option): a path cannot hold a NUL byte") }
+  public static func resolve(_ argument: String, option: String) throws(BackupError) -> TargetDirectory {
+    guard !argument.isEmpty else { throw BackupError(.usage, "\(option) needs a directory, not an empty name") }
+    guard !argument.utf8.contains(0) else { throw BackupError(.usage, "\(option): a path cannot hold a NUL byte") }
     guard argument.utf8.count < Int(PATH_MAX) else {
-      throw CLIError(
-        .noInput, "\(option) \(argument.prefix(64))…: the path is too long (at most \(PATH_MAX - 1) bytes)")
+      throw BackupError(
+        .unusablePath, "\(option) \(argument.prefix(64))…: the path is too long (at most \(PATH_MAX - 1) bytes)")
     }
     let resolved: String
     do throws(Errno) {
@@ -50,17 +50,17 @@ struct DirectoryArgument: Equatable {
       throw lookupError(argument, option: option, error)
     }
     guard status.st_mode & S_IFMT == S_IFDIR else {
-      throw CLIError(.noInput, "\(option) \(argument) is not a directory: give a new or empty directory")
+      throw BackupError(.unusablePath, "\(option) \(argument) is not a directory: give a new or empty directory")
     }
     guard resolved != "/" else {
-      throw CLIError(.noInput, "\(option) \(argument) is the root directory: give a new or empty directory")
+      throw BackupError(.unusablePath, "\(option) \(argument) is the root directory: give a new or empty directory")
     }
     let (parent, name) = split(resolved)
-    return DirectoryArgument(parent: parent, name: name, existed: true)
+    return TargetDirectory(parent: parent, name: name, existed: true)
   }
 
   /// A directory that does not exist yet: its parent must.
-  private static func resolveMissing(_ argument: String, option: String) throws(CLIError) -> DirectoryArgument {
+  private static func resolveMissing(_ argument: String, option: String) throws(BackupError) -> TargetDirectory {
     // realpath found nothing: whatever lstat still finds is a symlink to nothing.
     let dangling: Bool
     do throws(Errno) {
@@ -70,16 +70,16 @@ struct DirectoryArgument: Equatable {
       dangling = false
     }
     guard !dangling else {
-      throw CLIError(.noInput, "\(option) \(argument) is a symlink to nothing: give a new or empty directory")
+      throw BackupError(.unusablePath, "\(option) \(argument) is a symlink to nothing: give a new or empty directory")
     }
     var trimmed = Substring(argument)
     while trimmed.count > 1, trimmed.hasSuffix("/") { trimmed = trimmed.dropLast() }
     let (parentPart, name) = split(String(trimmed))
     guard name != ".", name != ".." else {
-      throw CLIError(.noInput, "\(option) \(argument): \(parentPart) does not exist")
+      throw BackupError(.unusablePath, "\(option) \(argument): \(parentPart) does not exist")
     }
     guard name.utf8.count <= nameMax else {
-      throw CLIError(.noInput, "\(option) \(argument): the name is too long (at most \(nameMax) bytes)")
+      throw BackupError(.unusablePath, "\(option) \(argument): the name is too long (at most \(nameMax) bytes)")
     }
     let parent: String
     do throws(Errno) {
@@ -87,11 +87,11 @@ struct DirectoryArgument: Equatable {
       let status = try Sys.statPath(parent)
       guard status.st_mode & S_IFMT == S_IFDIR else { throw Errno.notDirectory }
     } catch  where error == .noEntry {
-      throw CLIError(.noInput, "\(option) \(argument): its parent directory \(parentPart) does not exist")
+      throw BackupError(.unusablePath, "\(option) \(argument): its parent directory \(parentPart) does not exist")
     } catch {
       throw lookupError(argument, option: option, error)
     }
-    return DirectoryArgument(parent: parent, name: name, existed: false)
+    return TargetDirectory(parent: parent, name: name, existed: false)
   }
 
   /// The parent and last component of `path` (a path without a slash has the parent `.`).
@@ -102,16 +102,17 @@ struct DirectoryArgument: Equatable {
     return (parent, String(decoding: bytes[(slash + 1)...], as: UTF8.self))
   }
 
-  private static func lookupError(_ argument: String, option: String, _ error: Errno) -> CLIError {
+  private static func lookupError(_ argument: String, option: String, _ error: Errno) -> BackupError {
     switch error {
     case .notDirectory:
-      CLIError(.noInput, "\(option) \(argument): a component of the path is not a directory")
+      BackupError(.unusablePath, "\(option) \(argument): a component of the path is not a directory")
     case .nameTooLong:
-      CLIError(.noInput, "\(option) \(argument): the path or a name in it is too long (names at most \(nameMax) bytes)")
+      BackupError(
+        .unusablePath, "\(option) \(argument): the path or a name in it is too long (names at most \(nameMax) bytes)")
     case .tooManySymlinks:
-      CLIError(.noInput, "\(option) \(argument): too many levels of symlinks")
+      BackupError(.unusablePath, "\(option) \(argument): too many levels of symlinks")
     default:
-      CLIError(.noInput, "\(option) \(argument): cannot look it up: \(error)")
+      BackupError(.unusablePath, "\(option) \(argument): cannot look it up: \(error)")
     }
   }
 }
