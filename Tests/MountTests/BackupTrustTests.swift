@@ -276,6 +276,46 @@ struct BackupTrustTests {
 
   // MARK: - Hostile and inconsistent backups
 
+  @Test("bad or truncated backups get a clear error and leave nothing behind")
+  func badBackups() throws {
+    let directories = try SandboxDirectories()
+    let backup = directories.root + "/device"
+    #expect(try Command.run("python3", ["-c", BackupTests.deviceBackupScript, backup]).status == 0)
+    let target = directories.root + "/restored"
+    func leftovers() throws -> [String] {
+      try FileManager.default.contentsOfDirectory(atPath: directories.root).filter { $0.contains("restored") }
+    }
+    // Truncated: a file's bytes are shorter than the manifest says.
+    let noteID = BackupTests.sha1Hex("AppDomain-com.example.one-Documents/note.txt")
+    let note = backup + "/" + noteID.prefix(2) + "/" + noteID
+    #expect(truncate(note, 2) == 0)
+    var result = try BackupTests.appbox(["restore", backup, "--backing", target, "--bundle-id", "com.example.one"])
+    #expect(result.status == 65)
+    #expect(result.error.contains("truncated") && result.error.contains("Documents/note.txt"), "\(result.error)")
+    #expect(try leftovers().isEmpty)
+    // Missing bytes.
+    #expect(unlink(note) == 0)
+    result = try BackupTests.appbox(["restore", backup, "--backing", target, "--bundle-id", "com.example.one"])
+    #expect(result.status == 65 && result.error.contains("missing"), "\(result.error)")
+    #expect(try leftovers().isEmpty)
+    // A database that is not SQLite.
+    try writeFile(backup + "/Manifest.db", bytes("SQLite format 3\0garbage"))
+    result = try BackupTests.appbox(["restore", backup, "--backing", target, "--bundle-id", "com.example.one"])
+    #expect(result.status == 65 && result.error.contains("Manifest.db"), "\(result.error)")
+    #expect(try leftovers().isEmpty)
+    // Encrypted.
+    try writeFile(
+      backup + "/Manifest.plist",
+      bytes(
+        "<?xml version=\"1.0\"?><plist version=\"1.0\"><dict><key>IsEncrypted</key><true/></dict></plist>"))
+    result = try BackupTests.appbox(["restore", backup, "--backing", target])
+    #expect(result.status == 65 && result.error.contains("encrypted"), "\(result.error)")
+    // Not a backup at all; a target that is not empty.
+    result = try BackupTests.appbox(["restore", directories.root, "--backing", target])
+    #expect(result.status == 65 && result.error.contains("Manifest.plist"), "\(result.error)")
+    #expect(try leftovers().isEmpty)
+  }
+
   @Test("unknown ProtectionClass numbers are refused; 0 means none, 7 is completeWhenUserInactive")
   func unknownProtectionClass() throws {
     let directories = try SandboxDirectories()
