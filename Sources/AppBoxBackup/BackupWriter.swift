@@ -262,12 +262,9 @@ public final class BackupWriter {
     var walked = false
     defer { if !walked { Sys.close(fd) } }
     // Replaced between the look and the open (say by a FIFO): as if removed meanwhile.
-    do throws(Errno) {
-      let opened = try Sys.fstat(fd)
-      guard opened.st_mode & S_IFMT == type, opened.st_ino == st.st_ino else { return nil }
-    } catch {
-      throw failure("cannot stat", path, error)
-    }
+    let opened: stat
+    do throws(Errno) { opened = try Sys.fstat(fd) } catch { throw failure("cannot stat", path, error) }
+    guard opened.st_mode & S_IFMT == type, opened.st_ino == st.st_ino else { return nil }
     let (attributes, protection) = try readAttributes(fd, path, isSymlink: kind == .symlink)
     if let exclusion = BackupRules.exclusion(attributes) {
       let (files, bytes) = try measure(directoryFD, name, path)
@@ -281,7 +278,7 @@ public final class BackupWriter {
     switch kind {
     case .file:
       if !dryRun {
-        guard let copied = try copy(fd, st, fileID: fileID, path: path) else { return nil }
+        guard let copied = try copy(fd, opened, fileID: fileID, path: path) else { return nil }
         recorded = copied
       }
     case .symlink:
@@ -358,7 +355,8 @@ public final class BackupWriter {
   // MARK: - Copying
 
   /// Copies a regular file's bytes to its place in the backup, again when it changed
-  /// meanwhile (size or times moved). Returns the status the copy matches, or nil when
+  /// meanwhile (size or times moved). `initial` is the file's status just after it was
+  /// opened: the first copy's "before". Returns the status the copy matches, or nil when
   /// the file kept changing and its copy could not be verified (then it is left out and
   /// reported).
   private func copy(_ fd: Int32, _ initial: stat, fileID: String, path: [[UInt8]]) throws(BackupError) -> stat? {
@@ -391,9 +389,11 @@ public final class BackupWriter {
     do throws(Errno) {
       var lastCopy: (status: stat, bytes: Int64)?
       for attempt in 0..<Self.copyAttempts {
-        let before = try Sys.fstat(fd)
+        let before = attempt == 0 ? initial : try Sys.fstat(fd)
         if attempt > 0 { try Sys.ftruncate(out, 0) }
-        let copied = try SparseCopy.copy(from: fd, to: out, count: Int64(before.st_size)).covered
+        let copied = try SparseCopy.copy(
+          from: fd, to: out, count: Int64(before.st_size), allocated: Int64(before.st_blocks) * 512
+        ).covered
         let after = try Sys.fstat(fd)
         if copied == Int64(before.st_size) && Self.unchanged(before, after) {
           if attempt > 0 { report.recopied.append(BackupReportPath.join(path)) }

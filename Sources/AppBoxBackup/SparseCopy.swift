@@ -23,7 +23,14 @@ enum SparseCopy {
 
   /// Copies bytes `0..<count` of `source` to `out` (both opened for it; `out` empty or
   /// truncated), data only, and gives `out` the size of what the copy covers.
-  static func copy(from source: Int32, to out: Int32, count: Int64) throws(Errno) -> Result {
+  /// - Parameter allocated: the source's allocated bytes (`st_blocks * 512`), when known:
+  ///   a file with as many allocated bytes as it has bytes has no hole to look for, and is
+  ///   copied without seeking (most small files).
+  static func copy(from source: Int32, to out: Int32, count: Int64, allocated: Int64? = nil) throws(Errno) -> Result {
+    if let allocated, allocated >= count {
+      let moved = try copyRange(from: source, to: out, at: 0, count: Int(count))
+      return Result(covered: moved, data: moved)
+    }
     var result = Result(covered: count, data: 0)
     var offset: Int64 = 0
     while offset < count {

@@ -54,12 +54,17 @@ struct SparseCopyTests {
     try Scratch.write(scratch("plain"), bytes)
     let source = try Sys.open(scratch("plain"), O_RDONLY)
     defer { Sys.close(source) }
+    let allocated = Int64(try Sys.fstat(source).st_blocks) * 512
     for (name, count) in [("whole", Int64(bytes.count)), ("prefix", 100_000), ("empty", 0)] {
-      let out = try Sys.open(scratch(name), O_RDWR | O_CREAT | O_EXCL, 0o600)
-      defer { Sys.close(out) }
-      let result = try SparseCopy.copy(from: source, to: out, count: count)
-      #expect(result == SparseCopy.Result(covered: count, data: count), "\(name)")
-      #expect(try Scratch.read(scratch(name)) == Array(bytes.prefix(Int(count))), "\(name)")
+      // Looking for holes, and (the file being as allocated as it is long) not looking.
+      for hint in [nil, allocated] {
+        let copy = scratch(name + (hint == nil ? "-sought" : "-dense"))
+        let out = try Sys.open(copy, O_RDWR | O_CREAT | O_EXCL, 0o600)
+        defer { Sys.close(out) }
+        let result = try SparseCopy.copy(from: source, to: out, count: count, allocated: hint)
+        #expect(result == SparseCopy.Result(covered: count, data: count), "\(copy)")
+        #expect(try Scratch.read(copy) == Array(bytes.prefix(Int(count))), "\(copy)")
+      }
     }
   }
 
