@@ -1,7 +1,7 @@
 // swift-tools-version: 6.0
 import PackageDescription
 
-// Layers point one way: appbox → AppBoxCLI → (AppBoxFS, FuseBridge); AppBoxFS →
+// Layers point one way: appbox → AppBoxCLI → (AppBoxBackup, AppBoxFS, FuseBridge); AppBoxFS →
 // (FilesystemInterface, Posix, SandboxPolicy); FuseBridge → (FilesystemInterface, CFuse…).
 // FilesystemInterface holds the filesystem protocol and its value types, free of FUSE
 // types: AppBoxFS implements it, FuseBridge drives it on a mount, AppBoxFSTests in memory.
@@ -9,7 +9,9 @@ import PackageDescription
 // device I/O, in C). Only Posix makes the filesystem's syscalls (through CPosixShim for what
 // Glibc's module does not export). SandboxPolicy is pure Swift. AppBoxKit is a client
 // library for programs run in a sandbox: Posix, SandboxPolicy and PlainFoundation, never
-// the filesystem. CSQLite (libsqlite3) serves only the CLI's backups (Manifest.db).
+// the filesystem. AppBoxBackup is the backup engine and its formats (Manifest.db through
+// CSQLite, libsqlite3; property lists; MBFile records): AppBoxFS (the backing's class
+// attributes), Posix, SandboxPolicy (what a backup holds), no FUSE, no CLI.
 // Example programs, one small executable each (Examples/DIRECTORY/main.swift), written as
 // for iOS with `import AppBoxKit`; MountTests runs them under `appbox run`.
 let examples: [(directory: String, name: String)] = [
@@ -44,10 +46,12 @@ let package = Package(
     .target(name: "FilesystemInterface", dependencies: ["Posix"]),
     .target(name: "FuseBridge", dependencies: ["CFuse", "CFuseDevice", "FilesystemInterface", "Posix"]),
     .target(name: "AppBoxFS", dependencies: ["FilesystemInterface", "Posix", "SandboxPolicy"]),
+    .target(name: "AppBoxBackup", dependencies: ["AppBoxFS", "CSQLite", "Posix", "SandboxPolicy"]),
     // AppBoxReport: event logs into summaries and HTML pages (pure Swift, no syscalls).
     .target(name: "AppBoxReport", dependencies: ["SandboxPolicy"]),
     .target(
-      name: "AppBoxCLI", dependencies: ["AppBoxFS", "AppBoxReport", "CSQLite", "FuseBridge", "Posix", "SandboxPolicy"]),
+      name: "AppBoxCLI",
+      dependencies: ["AppBoxBackup", "AppBoxFS", "AppBoxReport", "FuseBridge", "Posix", "SandboxPolicy"]),
     .executableTarget(name: "appbox", dependencies: ["AppBoxCLI"]),
     // AppBoxKit: Apple's storage calls for programs' own Swift code, backed by the mount.
     // PlainFoundation reaches Foundation's members that AppBoxKit declares again.
@@ -64,6 +68,8 @@ let package = Package(
     // The filesystem driven through its protocol in memory: no kernel, no /dev/fuse.
     .testTarget(name: "AppBoxFSTests", dependencies: ["AppBoxFS", "FilesystemInterface", "Posix", "SandboxPolicy"]),
     .testTarget(name: "AppBoxCLITests", dependencies: ["AppBoxCLI", "AppBoxFS", "FilesystemInterface", "Posix"]),
+    // Backups without a CLI or a mount: the codecs, the database, restore plans, the engine on temporary directories.
+    .testTarget(name: "AppBoxBackupTests", dependencies: ["AppBoxBackup", "Posix", "SandboxPolicy"]),
     .testTarget(name: "AppBoxKitTests", dependencies: ["AppBoxKit", "Posix", "SandboxPolicy", "appbox"]),
   ]
     + examples.map { .executableTarget(name: $0.name, dependencies: ["AppBoxKit"], path: "Examples/\($0.directory)") }

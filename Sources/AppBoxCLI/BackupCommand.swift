@@ -1,3 +1,4 @@
+import AppBoxBackup
 import Foundation
 import Posix
 import SandboxPolicy
@@ -35,31 +36,55 @@ enum BackupCommand {
       default: positional.append(argument)
       }
     }
-    guard positional.count == 1 else { throw CLIError(.usage, "give one MOUNT") }
+    guard positional.count == 1, !positional[0].isEmpty else { throw CLIError(.usage, "give one MOUNT") }
     guard dryRun == (destination == nil) else {
       throw CLIError(.usage, dryRun ? "--dry-run writes nothing: drop --to" : "say where: --to DIR")
     }
     let mount = positional[0]
-    let app = bundleID ?? defaultBundleID(for: mount)
+    let mountpoint = try resolve(mount)
+    let app = bundleID ?? defaultBundleID(for: mount, resolved: mountpoint)
     guard BackupRules.isValidBundleID(app) else {
       throw CLIError(.badValue, "--bundle-id \(app): use letters, digits, '.', '-' and '_' (e.g. com.example.app)")
     }
-    let backing = try backingDirectory(of: mount)
+    let backing = try backingDirectory(of: mount, resolved: mountpoint)
+    var target: TargetDirectory?
     if let destination {
-      try checkOutside(destination, of: [backing, mount])
+      guard !destination.isEmpty else { throw CLIError(.usage, "say where: --to DIR") }
+      let resolved: TargetDirectory
+      do throws(BackupError) { resolved = try TargetDirectory.resolve(destination, option: "--to") } catch {
+        throw CLIError(error)
+      }
+      try checkOutside(resolved, of: [backing, mountpoint])
+      target = resolved
     }
-    let writer = BackupWriter(backing: backing, bundleID: app, dryRun: dryRun, progress: Sys.isTerminal(2))
-    let report = try writer.run(destination: destination)
+    let progress = ProgressLine(enabled: Sys.isTerminal(2), verb: dryRun ? "measuring" : "backing up")
+    let writer = BackupWriter(backing: backing, bundleID: app, dryRun: dryRun, progress: progress.update)
+    let report: BackupReport
+    do throws(BackupError) {
+      defer { progress.finish() }
+      report = try writer.run(destination: target)
+    } catch {
+      throw CLIError(error)
+    }
     print(json ? report.json(dryRun: dryRun) : report.text(dryRun: dryRun))
     if !report.skipped.isEmpty {
       throw CLIError(.failure, "\(report.skipped.count) files kept changing while copied and are not in the backup")
     }
+    if !report.tooDeep.isEmpty {
+      throw CLIError(
+        .failure,
+        "\(report.tooDeep.count) items lie deeper than \(BackupReport.maximumDepth) directories, which a restore does not make, and are not in the backup"
+      )
+    }
     return .success
   }
 
-  /// `local.appbox.<last component of path>`, with characters a bundle id cannot hold as `-`.
-  static func defaultBundleID(for path: String) -> String {
-    let name = (path as NSString).lastPathComponent
+  /// `local.appbox.<last component of path>`, with characters a bundle id cannot hold as `-`;
+  /// the last component of `resolved` (the path without symlinks) when `path`'s own is
+  /// `.` or `..`.
+  static func defaultBundleID(for path: String, resolved: String) -> String {
+    var name = String(path.split(separator: "/").last ?? "")
+    if name.isEmpty || name == "." || name == ".." { name = String(resolved.split(separator: "/").last ?? "") }
     let cleaned = String(
       name.unicodeScalars.map { scalar -> Character in
         scalar.isASCII && (CharacterSet.alphanumerics.contains(scalar) || scalar == "." || scalar == "-")
@@ -68,47 +93,46 @@ enum BackupCommand {
     return "local.appbox." + (cleaned.isEmpty || cleaned == "." || cleaned == "/" ? "sandbox" : cleaned)
   }
 
-  /// Refuses a destination inside the sandbox (its mount or backing directory): the
-  /// backup would walk into itself.
-  static func checkOutside(_ destination: String, of roots: [String]) throws(CLIError) {
-    func resolved(_ path: String) -> String {
-      // The destination may not exist yet: resolve its nearest existing ancestor.
-      var existing = (path as NSString).standardizingPath
-      var rest: [String] = []
-      while (try? Sys.realpath(existing)) == nil, existing != "/", !existing.isEmpty {
-        rest.insert((existing as NSString).lastPathComponent, at: 0)
-        existing = (existing as NSString).deletingLastPathComponent
-        if existing.isEmpty { existing = "." }
-      }
-      guard let found = try? Sys.realpath(existing) else { return path }
-      return ([found] + rest).joined(separator: "/")
-    }
-    let target = resolved(destination) + "/"
-    for root in roots where target.hasPrefix(resolved(root) + "/") {
-      throw CLIError(.noInput, "\(destination) is inside the sandbox \(root): back up to a directory outside it")
+  /// Refuses a destination inside the sandbox (its mount or backing directory, both
+  /// resolved): the backup would walk into itself.
+  static func checkOutside(_ destination: TargetDirectory, of roots: [String]) throws(CLIError) {
+    let target = destination.path + "/"
+    for root in roots where target.hasPrefix(root == "/" ? "/" : root + "/") {
+      throw CLIError(
+        .noInput, "\(destination.path) is inside the sandbox \(root): back up to a directory outside it")
     }
   }
 
-  /// The backing directory behind an AppBox mount (asked of its daemon), or `path`
-  /// itself when it is a sandbox's backing directory that is not mounted.
-  static func backingDirectory(of path: String) throws(CLIError) -> String {
-    if let mountpoint = try? Sys.realpath(path) {
-      if try MountTable.mount(at: mountpoint)?.type == "fuse.appbox" {
-        let reply = try ControlClient.send("status", to: try ControlClient.target(mountpoint))
-        let status = ControlClient.object(reply)["status"] as? [String: Any] ?? [:]
-        guard let backing = status["backing"] as? String else {
-          throw CLIError(.failure, "the daemon of \(mountpoint) did not say where its backing directory is")
-        }
-        return backing
+  /// MOUNT without symlinks, `.` or `..`.
+  static func resolve(_ path: String) throws(CLIError) -> String {
+    do throws(Errno) {
+      return try Sys.realpath(path)
+    } catch  where error == .noEntry {
+      throw CLIError(.noInput, "\(path) does not exist")
+    } catch {
+      throw CLIError(.noInput, "\(path): \(error)")
+    }
+  }
+
+  /// The backing directory behind an AppBox mount (asked of its daemon), or the
+  /// directory itself when it is a sandbox's backing directory that is not mounted.
+  /// - Parameter mountpoint: `path` resolved.
+  static func backingDirectory(of path: String, resolved mountpoint: String) throws(CLIError) -> String {
+    if try MountTable.mount(at: mountpoint)?.type == "fuse.appbox" {
+      let reply = try ControlClient.send("status", to: try ControlClient.target(mountpoint))
+      let status = ControlClient.object(reply)["status"] as? [String: Any] ?? [:]
+      guard let backing = status["backing"] as? String else {
+        throw CLIError(.failure, "the daemon of \(mountpoint) did not say where its backing directory is")
       }
-      var isDirectory: ObjCBool = false
-      if FileManager.default.fileExists(atPath: mountpoint + "/Documents", isDirectory: &isDirectory),
-        isDirectory.boolValue,
-        FileManager.default.fileExists(atPath: mountpoint + "/Library", isDirectory: &isDirectory),
-        isDirectory.boolValue
-      {
-        return mountpoint
-      }
+      return try resolve(backing)
+    }
+    var isDirectory: ObjCBool = false
+    if FileManager.default.fileExists(atPath: mountpoint + "/Documents", isDirectory: &isDirectory),
+      isDirectory.boolValue,
+      FileManager.default.fileExists(atPath: mountpoint + "/Library", isDirectory: &isDirectory),
+      isDirectory.boolValue
+    {
+      return mountpoint
     }
     throw CLIError(
       .noInput, "\(path) is neither an AppBox mount nor a sandbox's backing directory (with Documents and Library)")

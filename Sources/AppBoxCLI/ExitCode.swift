@@ -1,3 +1,5 @@
+import AppBoxBackup
+
 /// `appbox`'s exit codes (documented in the README), after BSD's sysexits.
 public enum ExitCode: Int32, Sendable {
   /// Success.
@@ -34,4 +36,17 @@ public struct CLIError: Error, CustomStringConvertible {
   }
 
   public var description: String { message }
+}
+
+extension CLIError {
+  /// A backup or restore error with its exit code (docs/reference.md): 64 usage, 65 bad
+  /// data, 66 unusable path, 71 system.
+  init(_ error: BackupError) {
+    switch error.kind {
+    case .usage: self.init(.usage, error.message)
+    case .badData: self.init(.badValue, error.message)
+    case .unusablePath: self.init(.noInput, error.message)
+    case .system: self.init(.osError, error.message)
+    }
+  }
 }

@@ -6,25 +6,10 @@ public enum BackupExclusion {
   public static let legacyAttributeName = "com.apple.MobileBackup"
   /// The string Apple stores in ``attributeName``.
   public static let appleValueString = "com.apple.backupd"
-  /// What Apple writes into ``attributeName``: a 61-byte binary property list holding the
-  /// string `com.apple.backupd`.
-  public static let appleValue: [UInt8] = BinaryPropertyList.encode(asciiString: appleValueString)
-}
-
-extension BinaryPropertyList {
-  /// Encodes a property list whose only object is `string`, ASCII as Apple's writer
-  /// stores it (other characters are replaced by `?`): for Apple's exclusion value.
-  /// - Parameter string: ASCII text.
-  /// - Returns: the encoded bytes (61 for `com.apple.backupd`, as a device writes).
-  public static func encode(asciiString string: String) -> [UInt8] {
-    let ascii = String(string.unicodeScalars.map { $0.isASCII ? Character($0) : "?" })
-    return encode(.string(ascii))
-  }
-
-  /// Decodes a property list whose top object is a string.
-  /// - Returns: the string, or nil when `bytes` is not such a property list.
-  public static func decodeASCIIString(_ bytes: [UInt8]) -> String? {
-    guard let value = try? decode(bytes) else { return nil }  // not a plist: no value, as documented
-    return value.stringValue
-  }
+  /// What Apple writes into ``attributeName``: the 61-byte binary property list holding
+  /// the string `com.apple.backupd`, as `xattr -px` shows it on a device (AppBoxBackup's
+  /// property-list codec encodes exactly these bytes, and its tests say so).
+  public static let appleValue: [UInt8] =
+    Array("bplist00".utf8) + [0x5F, 0x10, 0x11] + Array(appleValueString.utf8)
+    + [0x08, 0, 0, 0, 0, 0, 0, 1, 1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x1C]
 }

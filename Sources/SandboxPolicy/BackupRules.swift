@@ -1,4 +1,5 @@
-/// What a device backup of an app holds (SPEC §3), and how an iOS backup names it.
+/// What a device backup of an app holds (docs/reference.md, Backups), and the domain an
+/// app's items are in. (How the format names files is AppBoxBackup's `BackupLayout`.)
 ///
 /// A backup holds `Documents/` and `Library/` except `Library/Caches/`, minus every item
 /// excluded by Apple's attributes (on the item or any ancestor: a walk does not descend
@@ -67,14 +68,6 @@ public enum BackupRules {
         $0.isASCIIAlphanumeric || $0 == UInt8(ascii: ".") || $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: "_")
       }
   }
-
-  /// A file's id in the backup: SHA-1 of `<domain>-<relative path>`, in hex.
-  public static func fileID(domain: String, relativePath: [UInt8]) -> String {
-    SHA1.hexDigest(Array(domain.utf8) + [UInt8(ascii: "-")] + relativePath)
-  }
-
-  /// Where a file's bytes lie in the backup: `<first two hex digits>/<fileID>`.
-  public static func contentPath(fileID: String) -> String { String(fileID.prefix(2)) + "/" + fileID }
 
   /// The components of a relative path from a backup, when a restore may create it: no
   /// empty, `.` or `..` component, no NUL, and inside the backed-up scope.

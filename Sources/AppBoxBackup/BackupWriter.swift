@@ -1,11 +1,13 @@
 import AppBoxFS
-import Foundation
 import Posix
 import SandboxPolicy
 
 #if canImport(Glibc)
   import Glibc
 #endif
+
+/// What a backup or a restore tells as it goes: items and bytes so far.
+public typealias BackupProgress = (_ items: Int, _ bytes: Int64) -> Void
 
 /// Walks a sandbox's backing directory and writes what a device backup of the app holds,
 /// in the layout of an unencrypted iOS backup (`Manifest.db`, the plists, each file's
@@ -16,18 +18,24 @@ import SandboxPolicy
 /// may stop a backup, and the backing keeps every attribute under its stored name. The
 /// daemon writes every change straight to the backing files (there is no write-back
 /// cache), so what is read there is what programs on the mount see.
-final class BackupWriter {
+///
+/// A backup is private to the user who makes it, whatever the modes of what it holds:
+/// it is built in a staging directory of mode 0700 and every file in it (copies,
+/// `Manifest.db`, the plists) has mode 0600, whatever the umask. Holes of sparse files
+/// stay holes in the copies.
+public final class BackupWriter {
 
   private let backing: String
   private let bundleID: String
   private let domain: String
   private let dryRun: Bool
-  private var progress: ProgressLine
+  private let progress: BackupProgress?
   private var rootDefault = ProtectionClass.containerDefault
-  private(set) var report = BackupReport()
+  private var report = BackupReport()
 
   private var database: ManifestDatabase?
-  private var outFD: Int32 = -1
+  private var staging: StagingDirectory?
+  private var outFD: Int32 { staging?.fd ?? -1 }
   private var buckets: [String: Int32] = [:]
   /// The copy of each hard-linked inode already written: (device, inode) → file id.
   private var linkCopies: [InodeKey: (fileID: String, size: Int64)] = [:]
@@ -40,176 +48,195 @@ final class BackupWriter {
   /// How often a file that changes while it is copied is copied again.
   static let copyAttempts = 4
 
-  /// A writer for the backing directory `backing`.
-  init(backing: String, bundleID: String, dryRun: Bool, progress: Bool) {
+  /// A writer for the backing directory `backing`, of the app `bundleID`; a dry run only
+  /// counts. `progress` is told the items and bytes so far, now and then.
+  public init(backing: String, bundleID: String, dryRun: Bool, progress: BackupProgress? = nil) {
     self.backing = backing
     self.bundleID = bundleID
     self.domain = BackupRules.domain(bundleID: bundleID)
     self.dryRun = dryRun
-    self.progress = ProgressLine(enabled: progress, verb: dryRun ? "measuring" : "backing up")
+    self.progress = progress
   }
 
   deinit {
     for fd in buckets.values { Sys.close(fd) }
-    if outFD >= 0 { Sys.close(outFD) }
   }
 
   /// Walks the sandbox and, unless a dry run, writes the backup into `destination` (made
-  /// in a temporary directory beside it, renamed into place when complete).
-  func run(destination: String?) throws(CLIError) -> BackupReport {
+  /// in a staging directory beside it, renamed into place when complete).
+  public func run(destination: TargetDirectory?) throws(BackupError) -> BackupReport {
     let rootFD: Int32
     do throws(Errno) {
       rootFD = try Sys.openat(AT_FDCWD, backing, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
     } catch {
-      throw CLIError(.noInput, "cannot open the backing directory \(backing): \(error)")
+      throw BackupError(.unusablePath, "cannot open the backing directory \(backing): \(error)")
     }
     defer { Sys.close(rootFD) }
     do throws(Errno) {
       rootDefault = try DefaultProtection.recorded(rootFD: rootFD) ?? .containerDefault
     } catch {
-      throw CLIError(.osError, "cannot read \(backing)'s default class: \(error)")
+      throw BackupError(.system, "cannot read \(backing)'s default class: \(error)")
     }
-    var staging: String?
+    // A tree deeper than the descriptor limit would fail half-way.
+    ResourceLimits.raiseOpenFiles()
     if let destination {
-      staging = try prepare(destination)
+      staging = try StagingDirectory(for: destination, purpose: "backup", verb: "back up")
     }
-    do throws(CLIError) {
-      try walk(rootFD, components: [])
-      progress.finish()
-      if let staging, let destination {
+    do throws(BackupError) {
+      if let staging { database = try Self.createDatabase(in: staging) }
+      try walk(rootFD)
+      if let staging {
         try finishDatabase()
-        try writePlists(into: staging)
-        do { try Sys.rename(staging, to: destination) } catch {
-          throw CLIError(.osError, "cannot rename \(staging) to \(destination): \(error)")
-        }
+        try writePlists()
+        try staging.commit()
       }
     } catch {
-      progress.finish()
-      if let staging { try? FileManager.default.removeItem(atPath: staging) }
-      throw error
+      database = nil
+      throw error.adding(staging?.discard())
     }
     return report
   }
 
   // MARK: - Destination
 
-  /// Checks that `destination` is new or an empty directory and makes the staging
-  /// directory beside it.
-  private func prepare(_ destination: String) throws(CLIError) -> String {
-    if let entries = try? FileManager.default.contentsOfDirectory(atPath: destination), !entries.isEmpty {
-      throw CLIError(.noInput, "\(destination) is not empty: back up into a new or empty directory")
-    }
-    var isDirectory: ObjCBool = false
-    if FileManager.default.fileExists(atPath: destination, isDirectory: &isDirectory), !isDirectory.boolValue {
-      throw CLIError(.noInput, "\(destination) is not a directory")
-    }
-    let parent = (destination as NSString).deletingLastPathComponent
-    let staging =
-      (parent.isEmpty ? "." : parent)
-      + "/.\((destination as NSString).lastPathComponent).appbox-backup-\(Sys.processID)"
+  /// `Manifest.db` in the staging directory, made with mode 0600 before SQLite opens it
+  /// (SQLite would make it 0644 less the umask).
+  private static func createDatabase(in staging: StagingDirectory) throws(BackupError) -> ManifestDatabase {
     do throws(Errno) {
-      try Sys.mkdirat(AT_FDCWD, staging, 0o755)
-      outFD = try Sys.openat(AT_FDCWD, staging, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+      let fd = try Sys.openat(
+        staging.fd, BackupLayout.database, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+      defer { Sys.close(fd) }
+      try Sys.fchmod(fd, 0o600)
     } catch {
-      throw CLIError(.noInput, "cannot create \(staging): \(error)")
+      throw BackupError(.system, "cannot create \(staging.path)/Manifest.db: \(error)")
     }
     do throws(ManifestDatabase.Failure) {
-      database = try ManifestDatabase(path: staging + "/Manifest.db", create: true)
+      return try ManifestDatabase(path: staging.path + "/Manifest.db", create: true)
     } catch {
-      try? FileManager.default.removeItem(atPath: staging)
-      throw CLIError(.osError, error.description)
+      throw BackupError(.system, error.description)
     }
-    return staging
   }
 
-  private func finishDatabase() throws(CLIError) {
+  private func finishDatabase() throws(BackupError) {
     do throws(ManifestDatabase.Failure) {
       try database?.commit()
       database = nil
     } catch {
-      throw CLIError(.osError, error.description)
+      throw BackupError(.system, error.description)
     }
   }
 
   // MARK: - Walk
 
-  private func walk(_ directoryFD: Int32, components: [[UInt8]]) throws(CLIError) {
+  /// A directory being walked: its entries' names, read first, then handled in turn.
+  private struct Level {
     let stream: DirectoryStream
-    do throws(Errno) {
-      stream = try DirectoryStream(fd: try Sys.openat(directoryFD, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC))
-    } catch {
-      throw failure("cannot list", components, error)
+    let components: [[UInt8]]
+    var names: [[CChar]]
+    var next = 0
+  }
+
+  /// Walks the tree below `rootFD` with a stack of open directories (no recursion: a
+  /// deep tree cannot exhaust the thread's stack).
+  private func walk(_ rootFD: Int32) throws(BackupError) {
+    var stack = [try level(rootFD, components: [])]
+    while let top = stack.indices.last {
+      guard stack[top].next < stack[top].names.count else {
+        stack.removeLast()
+        continue
+      }
+      let name = stack[top].names[stack[top].next]
+      stack[top].next += 1
+      let directoryFD = stack[top].stream.fd
+      let path = stack[top].components + [name.dropLast().map { UInt8(bitPattern: $0) }]
+      let scope = BackupRules.scope(of: path)
+      switch scope {
+      case .outside: continue
+      case .caches, .tmp:
+        let (files, bytes) = try measure(directoryFD, name, path)
+        report.addNotBackedUp(scope, files: files, bytes: bytes)
+      case .backedUp:
+        if let directory = try item(directoryFD, name, path) {
+          defer { Sys.close(directory) }
+          stack.append(try level(directory, components: path))
+        }
+      }
     }
-    var names: [[CChar]] = []
+  }
+
+  /// The names in a directory (`.` and `..` left out), and a stream of its own.
+  private func level(_ directoryFD: Int32, components: [[UInt8]]) throws(BackupError) -> Level {
     do throws(Errno) {
+      let stream = try DirectoryStream(fd: try Sys.openat(directoryFD, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC))
+      var names: [[CChar]] = []
       while let item = try stream.next() {
         let name = Array(UnsafeBufferPointer(start: item.name, count: strlen(item.name) + 1))
         if name == [0x2E, 0] || name == [0x2E, 0x2E, 0] { continue }
         names.append(name)
       }
+      return Level(stream: stream, components: components, names: names)
     } catch {
       throw failure("cannot list", components, error)
     }
-    for name in names {
-      let path = components + [name.dropLast().map { UInt8(bitPattern: $0) }]
-      let scope = BackupRules.scope(of: path)
-      switch scope {
-      case .outside: continue
-      case .caches, .tmp:
-        let (files, bytes) = try measure(stream.fd, name, path)
-        report.addNotBackedUp(scope, files: files, bytes: bytes)
-      case .backedUp:
-        try item(stream.fd, name, path)
+  }
+
+  /// Files and bytes below (or of) an entry that is not backed up (not counted deeper
+  /// than a backup goes), walked with a stack of open directories.
+  private func measure(_ directoryFD: Int32, _ name: [CChar], _ path: [[UInt8]]) throws(BackupError) -> (Int, Int64) {
+    var total = (0, Int64(0))
+    var stack: [(stream: DirectoryStream, path: [[UInt8]])] = []
+    var next: (fd: Int32, name: [CChar], path: [[UInt8]])? = (directoryFD, name, path)
+    while true {
+      if let (fd, name, path) = next {
+        next = nil
+        let st: stat
+        do throws(Errno) {
+          st = try Sys.fstatat(fd, name, AT_SYMLINK_NOFOLLOW)
+        } catch  where error == .noEntry {
+          st = stat()  // removed meanwhile: nothing to count
+        } catch {
+          throw failure("cannot stat", path, error)
+        }
+        switch st.st_mode & S_IFMT {
+        case S_IFREG:
+          total.0 += 1
+          total.1.addSaturating(Int64(st.st_size))
+        case S_IFDIR where path.count < RestorePlan.maximumDepth:
+          do throws(Errno) {
+            let flags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | Linux.openNoAccessTime
+            stack.append((try DirectoryStream(fd: try Sys.openat(fd, name, flags)), path))
+          } catch  where error == .noEntry {
+          } catch {
+            throw failure("cannot list", path, error)
+          }
+        default: break
+        }
       }
+      guard let top = stack.last else { return total }
+      let entry: DirectoryStream.Item?
+      do throws(Errno) { entry = try top.stream.next() } catch { throw failure("cannot list", top.path, error) }
+      guard let entry else {
+        stack.removeLast()
+        continue
+      }
+      let child = Array(UnsafeBufferPointer(start: entry.name, count: strlen(entry.name) + 1))
+      if child == [0x2E, 0] || child == [0x2E, 0x2E, 0] { continue }
+      next = (top.stream.fd, child, top.path + [child.dropLast().map { UInt8(bitPattern: $0) }])
     }
   }
 
-  /// Files and bytes below (or of) an entry that is not backed up.
-  private func measure(_ directoryFD: Int32, _ name: [CChar], _ path: [[UInt8]]) throws(CLIError) -> (Int, Int64) {
+  /// Backs up (or counts) one item of the backed-up scope.
+  /// - Returns: a directory's descriptor, to walk it (the caller closes it).
+  private func item(_ directoryFD: Int32, _ name: [CChar], _ path: [[UInt8]]) throws(BackupError) -> Int32? {
+    guard path.count <= RestorePlan.maximumDepth else {
+      report.tooDeep.append(BackupReportPath.join(path))  // a restore would refuse the backup
+      return nil
+    }
     let st: stat
     do throws(Errno) {
       st = try Sys.fstatat(directoryFD, name, AT_SYMLINK_NOFOLLOW)
     } catch  where error == .noEntry {
-      return (0, 0)
-    } catch {
-      throw failure("cannot stat", path, error)
-    }
-    switch st.st_mode & S_IFMT {
-    case S_IFREG: return (1, Int64(st.st_size))
-    case S_IFDIR:
-      let stream: DirectoryStream
-      do throws(Errno) {
-        stream = try DirectoryStream(
-          fd: try Sys.openat(
-            directoryFD, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | Linux.openNoAccessTime))
-      } catch  where error == .noEntry {
-        return (0, 0)
-      } catch {
-        throw failure("cannot list", path, error)
-      }
-      var total = (0, Int64(0))
-      while true {
-        let next: DirectoryStream.Item?
-        do throws(Errno) { next = try stream.next() } catch { throw failure("cannot list", path, error) }
-        guard let entry = next else { break }
-        let child = Array(UnsafeBufferPointer(start: entry.name, count: strlen(entry.name) + 1))
-        if child == [0x2E, 0] || child == [0x2E, 0x2E, 0] { continue }
-        let (files, bytes) = try measure(stream.fd, child, path + [child.dropLast().map { UInt8(bitPattern: $0) }])
-        total.0 += files
-        total.1 += bytes
-      }
-      return total
-    default: return (0, 0)
-    }
-  }
-
-  /// Backs up (or counts) one item of the backed-up scope, and a directory's subtree.
-  private func item(_ directoryFD: Int32, _ name: [CChar], _ path: [[UInt8]]) throws(CLIError) {
-    let st: stat
-    do throws(Errno) {
-      st = try Sys.fstatat(directoryFD, name, AT_SYMLINK_NOFOLLOW)
-    } catch  where error == .noEntry {
-      return  // removed meanwhile: as if it had never been there
+      return nil  // removed meanwhile: as if it had never been there
     } catch {
       throw failure("cannot stat", path, error)
     }
@@ -222,31 +249,36 @@ final class BackupWriter {
     case S_IFDIR:
       (kind, flags) = (.directory, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | Linux.openNoAccessTime)
     case S_IFLNK: (kind, flags) = (.symlink, Linux.openPath | O_NOFOLLOW | O_CLOEXEC)
-    default: return  // sockets, FIFOs and devices are not app data a device backs up
+    default: return nil  // sockets, FIFOs and devices are not app data a device backs up
     }
     let fd: Int32
     do throws(Errno) {
       fd = try Sys.openat(directoryFD, name, flags)
     } catch  where error == .noEntry {
-      return
+      return nil
     } catch {
       throw failure("cannot open", path, error)
     }
-    defer { Sys.close(fd) }
+    var walked = false
+    defer { if !walked { Sys.close(fd) } }
+    // Replaced between the look and the open (say by a FIFO): as if removed meanwhile.
+    let opened: stat
+    do throws(Errno) { opened = try Sys.fstat(fd) } catch { throw failure("cannot stat", path, error) }
+    guard opened.st_mode & S_IFMT == type, opened.st_ino == st.st_ino else { return nil }
     let (attributes, protection) = try readAttributes(fd, path, isSymlink: kind == .symlink)
     if let exclusion = BackupRules.exclusion(attributes) {
       let (files, bytes) = try measure(directoryFD, name, path)
       report.addExcluded(path, by: exclusion, files: files, bytes: bytes)
-      return
+      return nil
     }
     let relativePath = BackupReportPath.join(path)
-    let fileID = BackupRules.fileID(domain: domain, relativePath: relativePath)
+    let fileID = BackupLayout.fileID(domain: domain, relativePath: relativePath)
     var recorded = st
     var target: [UInt8]?
     switch kind {
     case .file:
       if !dryRun {
-        guard let copied = try copy(fd, st, fileID: fileID, path: path) else { return }
+        guard let copied = try copy(fd, opened, fileID: fileID, path: path) else { return nil }
         recorded = copied
       }
     case .symlink:
@@ -254,7 +286,7 @@ final class BackupWriter {
     case .directory: break
     }
     report.addIncluded(path, kind: kind, bytes: kind == .file ? Int64(recorded.st_size) : 0)
-    progress.update(files: report.included.files + report.directories, bytes: report.included.bytes)
+    progress?(report.included.files + report.directories, report.included.bytes)
     if let database {
       let record = BackupFileRecord(
         relativePath: relativePath, kind: kind, mode: UInt32(recorded.st_mode), userID: recorded.st_uid,
@@ -266,18 +298,18 @@ final class BackupWriter {
         try database.insert(
           fileID: fileID, domain: domain, relativePath: relativePath, flags: kind.rawValue, file: record.archive())
       } catch {
-        throw CLIError(.osError, error.description)
+        throw BackupError(.system, error.description)
       }
     }
-    if kind == .directory {
-      try walk(fd, components: path)
-    }
+    guard kind == .directory else { return nil }
+    walked = true
+    return fd
   }
 
   /// An item's attributes as programs on the mount see them (Apple's names mapped back;
   /// AppBox's own and the kernel's `security.`, `system.` and `trusted.` ones left out),
   /// and its Data Protection class.
-  private func readAttributes(_ fd: Int32, _ path: [[UInt8]], isSymlink: Bool) throws(CLIError) -> (
+  private func readAttributes(_ fd: Int32, _ path: [[UInt8]], isSymlink: Bool) throws(BackupError) -> (
     [(name: [UInt8], value: [UInt8])], ProtectionClass
   ) {
     let names: [[UInt8]]
@@ -307,10 +339,12 @@ final class BackupWriter {
       } catch {
         throw failure("cannot read an attribute of", path, error)
       }
+      // A class that cannot be parsed counts as the strictest one, as on the mount: a
+      // backup never makes a file more available than it was.
       if isProtection {
-        own = ProtectionClass(parsing: value)
+        own = ProtectionClass(parsing: value) ?? .complete
       } else if isInherited {
-        inherited = ProtectionClass(parsing: value)
+        inherited = ProtectionClass(parsing: value) ?? .complete
       } else {
         attributes.append((XattrNameMapping.mountName(forBackingName: name), value))
       }
@@ -321,10 +355,11 @@ final class BackupWriter {
   // MARK: - Copying
 
   /// Copies a regular file's bytes to its place in the backup, again when it changed
-  /// meanwhile (size or times moved). Returns the status the copy matches, or nil when
+  /// meanwhile (size or times moved). `initial` is the file's status just after it was
+  /// opened: the first copy's "before". Returns the status the copy matches, or nil when
   /// the file kept changing and its copy could not be verified (then it is left out and
   /// reported).
-  private func copy(_ fd: Int32, _ initial: stat, fileID: String, path: [[UInt8]]) throws(CLIError) -> stat? {
+  private func copy(_ fd: Int32, _ initial: stat, fileID: String, path: [[UInt8]]) throws(BackupError) -> stat? {
     let key = InodeKey(device: UInt64(initial.st_dev), inode: UInt64(initial.st_ino))
     let bucket = try bucketFD(String(fileID.prefix(2)))
     if initial.st_nlink > 1, let first = linkCopies[key] {
@@ -344,7 +379,9 @@ final class BackupWriter {
     }
     let out: Int32
     do throws(Errno) {
-      out = try Sys.openat(bucket, fileID, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+      // The owner's only, whatever the file's mode: a backup is private.
+      out = try Sys.openat(bucket, fileID, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+      try Sys.fchmod(out, 0o600)
     } catch {
       throw failure("cannot create the copy of", path, error)
     }
@@ -352,9 +389,11 @@ final class BackupWriter {
     do throws(Errno) {
       var lastCopy: (status: stat, bytes: Int64)?
       for attempt in 0..<Self.copyAttempts {
-        let before = try Sys.fstat(fd)
+        let before = attempt == 0 ? initial : try Sys.fstat(fd)
         if attempt > 0 { try Sys.ftruncate(out, 0) }
-        let copied = try copyBytes(from: fd, to: out, count: Int64(before.st_size))
+        let copied = try SparseCopy.copy(
+          from: fd, to: out, count: Int64(before.st_size), allocated: Int64(before.st_blocks) * 512
+        ).covered
         let after = try Sys.fstat(fd)
         if copied == Int64(before.st_size) && Self.unchanged(before, after) {
           if attempt > 0 { report.recopied.append(BackupReportPath.join(path)) }
@@ -389,45 +428,6 @@ final class BackupWriter {
       && a.st_ctim.tv_sec == b.st_ctim.tv_sec && a.st_ctim.tv_nsec == b.st_ctim.tv_nsec
   }
 
-  /// Copies up to `count` bytes from the start; fewer when the file ended sooner.
-  private func copyBytes(from source: Int32, to out: Int32, count: Int64) throws(Errno) -> Int64 {
-    var done: Int64 = 0
-    while done < count {
-      let chunk = Int(min(count - done, 1 << 30))
-      let moved: Int
-      do throws(Errno) {
-        moved = try Sys.copyFileRange(source, off_t(done), out, off_t(done), chunk, 0)
-      } catch
-        where error == .crossDevice || error == .notImplemented || error == .invalidArgument
-        || error == .notSupported
-      {
-        return try done + readWrite(from: source, to: out, at: done, count: count - done)
-      }
-      if moved == 0 { break }
-      done += Int64(moved)
-    }
-    return done
-  }
-
-  private func readWrite(from source: Int32, to out: Int32, at start: Int64, count: Int64) throws(Errno) -> Int64 {
-    let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 16)
-    defer { buffer.deallocate() }
-    var done: Int64 = 0
-    while done < count {
-      let read = try Sys.pread(
-        source, UnsafeMutableRawBufferPointer(rebasing: buffer[..<Int(min(count - done, 1 << 20))]), off_t(start + done)
-      )
-      if read == 0 { break }
-      var written = 0
-      while written < read {
-        written += try Sys.pwrite(
-          out, UnsafeRawBufferPointer(rebasing: buffer[written..<read]), off_t(start + done) + off_t(written))
-      }
-      done += Int64(read)
-    }
-    return done
-  }
-
   /// Whether the first `count` bytes of `source` equal the copy's.
   private func prefixMatches(_ source: Int32, _ copy: Int32, count: Int64) throws(Errno) -> Bool {
     let a = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 16)
@@ -449,62 +449,37 @@ final class BackupWriter {
     return true
   }
 
-  private func bucketFD(_ name: String) throws(CLIError) -> Int32 {
+  private func bucketFD(_ name: String) throws(BackupError) -> Int32 {
     if let fd = buckets[name] { return fd }
     do throws(Errno) {
-      do throws(Errno) {
-        try Sys.mkdirat(outFD, name, 0o755)
-      } catch  where error == .exists {}
-      let fd = try Sys.openat(outFD, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+      let fd = try Directory.make(outFD, name, mode: 0o700)
       buckets[name] = fd
       return fd
     } catch {
-      throw CLIError(.osError, "cannot create \(name) in the backup: \(error)")
+      throw BackupError(.system, "cannot create \(name) in the backup: \(error)")
     }
   }
 
-  private func failure(_ what: String, _ path: [[UInt8]], _ error: Errno) -> CLIError {
+  private func failure(_ what: String, _ path: [[UInt8]], _ error: Errno) -> BackupError {
     let name = String(decoding: BackupReportPath.join(path), as: UTF8.self)
-    return CLIError(.osError, "\(what) \(name.isEmpty ? backing : name): \(error)")
+    return BackupError(.system, "\(what) \(name.isEmpty ? backing : name): \(error)")
   }
 
   // MARK: - Plists
 
-  private func writePlists(into staging: String) throws(CLIError) {
-    let now = Date()
-    let identifier = SHA1.hexDigest(Array("AppBox-\(backing)".utf8))
-    let name = "AppBox"
-    let lockdown: [String: Any] = [
-      "DeviceName": name, "ProductType": "AppBox", "ProductVersion": "17.0", "BuildVersion": "21A329",
-      "UniqueDeviceID": identifier, "SerialNumber": "APPBOX",
-    ]
-    let application: [String: Any] = [
-      "CFBundleIdentifier": bundleID, "CFBundleVersion": "1", "ContainerContentClass": "Data/Application",
-      "Path": "/private/var/containers/Bundle/Application/AppBox/\(bundleID).app",
-    ]
-    let manifest: [String: Any] = [
-      "Version": "10.0", "Date": now, "SystemDomainsVersion": "24.0", "WasPasscodeSet": false,
-      "IsEncrypted": false, "Lockdown": lockdown, "Applications": [bundleID: application],
-    ]
-    let info: [String: Any] = [
-      "Device Name": name, "Display Name": name, "Product Type": "AppBox", "Product Version": "17.0",
-      "Build Version": "21A329", "Unique Identifier": identifier.uppercased(), "Target Identifier": identifier,
-      "Target Type": "Device", "GUID": String(identifier.prefix(32)).uppercased(), "Serial Number": "APPBOX",
-      "Last Backup Date": now, "Installed Applications": [bundleID], "Applications": [bundleID: [String: Any]()],
-    ]
-    let status: [String: Any] = [
-      "BackupState": "new", "IsFullBackup": true, "SnapshotState": "finished", "Version": "3.3", "Date": now,
-      "UUID": UUID().uuidString,
-    ]
+  private func writePlists() throws(BackupError) {
+    let plists = BackupPlists(bundleID: bundleID, source: backing, now: Clock.unix())
     for (file, plist, format) in [
-      ("Manifest.plist", manifest, PropertyListSerialization.PropertyListFormat.binary),
-      ("Info.plist", info, .xml), ("Status.plist", status, .binary),
+      (BackupLayout.manifest, plists.manifest, PropertyList.Format.binary), ("Info.plist", plists.info, .xml),
+      ("Status.plist", plists.status, .binary),
     ] {
-      do {
-        let data = try PropertyListSerialization.data(fromPropertyList: plist, format: format, options: 0)
-        try data.write(to: URL(fileURLWithPath: staging + "/" + file))
+      do throws(Errno) {
+        let fd = try Sys.openat(outFD, file, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        defer { Sys.close(fd) }
+        try Sys.fchmod(fd, 0o600)
+        try Sys.writeAll(fd, plist.encoded(as: format))
       } catch {
-        throw CLIError(.osError, "cannot write \(file): \(error)")
+        throw BackupError(.system, "cannot write \(file): \(error)")
       }
     }
   }
@@ -514,35 +489,4 @@ final class BackupWriter {
 enum BackupReportPath {
   /// Components joined with `/`.
   static func join(_ components: [[UInt8]]) -> [UInt8] { Array(components.joined(separator: [UInt8(ascii: "/")])) }
-}
-
-/// A one-line progress display on standard error, when it is a terminal.
-struct ProgressLine {
-  private let enabled: Bool
-  private let verb: String
-  private var last: Double = 0
-  private var shown = false
-
-  /// A display; `enabled` false makes it silent.
-  init(enabled: Bool, verb: String) {
-    self.enabled = enabled
-    self.verb = verb
-  }
-
-  /// Shows the counts, at most five times a second.
-  mutating func update(files: Int, bytes: Int64) {
-    guard enabled else { return }
-    let now = Clock.monotonic()
-    guard now - last >= 0.2 else { return }
-    last = now
-    shown = true
-    FileHandle.standardError.write(Data("\r\(verb): \(files) items, \(ByteCount(bytes).formatted)\u{1B}[K".utf8))
-  }
-
-  /// Clears the line.
-  mutating func finish() {
-    guard shown else { return }
-    shown = false
-    FileHandle.standardError.write(Data("\r\u{1B}[K".utf8))
-  }
 }

@@ -1,24 +1,15 @@
 import CSQLite
-import SandboxPolicy
 
 /// A backup's `Manifest.db`: the SQLite table `Files (fileID, domain, relativePath, flags,
 /// file)` that iOS writes, one row per backed-up item.
 ///
 /// Text columns are bound and read as raw bytes, so a relative path that is not UTF-8
 /// keeps its exact bytes (SQLite does not check text encodings).
-final class ManifestDatabase {
+public final class ManifestDatabase {
   /// A failed SQLite call: what was being done and SQLite's message.
-  struct Failure: Error, CustomStringConvertible {
-    let description: String
-  }
-
-  /// One row of `Files`.
-  struct Row {
-    let fileID: String
-    let domain: String
-    let relativePath: [UInt8]
-    let flags: Int64
-    let file: [UInt8]
+  public struct Failure: Error, CustomStringConvertible {
+    /// What was being done, and SQLite's message.
+    public let description: String
   }
 
   private let handle: OpaquePointer
@@ -48,6 +39,10 @@ final class ManifestDatabase {
       try execute("PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF;")
       try execute(Self.schema)
       try execute("BEGIN")
+    } else {
+      // A backup's database is input: its views and triggers may call no function with
+      // side effects, and nothing is written.
+      try execute("PRAGMA trusted_schema=OFF; PRAGMA query_only=ON;")
     }
   }
 
@@ -96,7 +91,7 @@ final class ManifestDatabase {
   func commit() throws(Failure) { try execute("COMMIT") }
 
   /// The distinct domains in `Files`.
-  func domains() throws(Failure) -> [String] {
+  public func domains() throws(Failure) -> [String] {
     var result: [String] = []
     try query("SELECT DISTINCT domain FROM Files ORDER BY domain", bind: []) { statement in
       result.append(Self.text(statement, 0).map { String(decoding: $0, as: UTF8.self) } ?? "")
@@ -104,24 +99,46 @@ final class ManifestDatabase {
     return result
   }
 
-  /// Every row of `domain`, directories before their contents (by path).
-  func rows(domain: String) throws(Failure) -> [Row] {
-    var result: [Row] = []
-    let sql = "SELECT fileID, domain, relativePath, flags, file FROM Files WHERE domain = ? ORDER BY relativePath"
+  /// Every row of `domain` without its record (`file`), in no particular order.
+  func entries(domain: String) throws(Failure) -> [RestorePlan.Row] {
+    var result: [RestorePlan.Row] = []
+    let sql = "SELECT rowid, fileID, relativePath, flags FROM Files WHERE domain = ?"
     try query(sql, bind: [domain]) { statement in
-      let file: [UInt8]
-      if let blob = sqlite3_column_blob(statement, 4) {
-        file = Array(UnsafeRawBufferPointer(start: blob, count: Int(sqlite3_column_bytes(statement, 4))))
-      } else {
-        file = []
-      }
       result.append(
-        Row(
-          fileID: String(decoding: Self.text(statement, 0) ?? [], as: UTF8.self),
-          domain: String(decoding: Self.text(statement, 1) ?? [], as: UTF8.self),
-          relativePath: Self.text(statement, 2) ?? [], flags: sqlite3_column_int64(statement, 3), file: file))
+        RestorePlan.Row(
+          rowID: sqlite3_column_int64(statement, 0),
+          fileID: String(decoding: Self.text(statement, 1) ?? [], as: UTF8.self),
+          relativePath: Self.text(statement, 2) ?? [], flags: sqlite3_column_int64(statement, 3)))
     }
     return result
+  }
+
+  /// The largest `file` record read (a real one is well under a kilobyte; attributes of
+  /// at most 64 KiB each make it larger).
+  static let recordLimit = 16 << 20
+
+  /// The `file` column of the row `rowID`.
+  /// - Throws: ``Failure`` when there is no such row or its record is larger than
+  ///   ``recordLimit``.
+  func record(rowID: Int64) throws(Failure) -> [UInt8] {
+    var statement: OpaquePointer?
+    guard sqlite3_prepare_v2(handle, "SELECT file FROM Files WHERE rowid = ?", -1, &statement, nil) == SQLITE_OK
+    else {
+      throw Failure(description: "not a backup's Manifest.db (\(message))")
+    }
+    defer { sqlite3_finalize(statement) }
+    sqlite3_bind_int64(statement, 1, rowID)
+    switch sqlite3_step(statement) {
+    case SQLITE_ROW:
+      let count = Int(sqlite3_column_bytes(statement, 0))
+      guard count <= Self.recordLimit else {
+        throw Failure(description: "a record of \(count) bytes, more than \(Self.recordLimit)")
+      }
+      guard let blob = sqlite3_column_blob(statement, 0) else { return [] }
+      return Array(UnsafeRawBufferPointer(start: blob, count: count))
+    case SQLITE_DONE: throw Failure(description: "row \(rowID) is gone")
+    default: throw Failure(description: "reading Manifest.db: \(message)")
+    }
   }
 
   private func query(_ sql: String, bind: [String], _ each: (OpaquePointer?) -> Void) throws(Failure) {

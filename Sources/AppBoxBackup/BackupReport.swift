@@ -1,3 +1,5 @@
+import SandboxPolicy
+
 /// What a backup holds and what it left out, as `appbox backup` reports it: totals, by
 /// directory, the largest items, and what exclusion, Caches and tmp saved.
 public struct BackupReport: Sendable {
@@ -19,6 +21,9 @@ public struct BackupReport: Sendable {
 
   /// How many of the largest items are kept.
   public static let largestCount = 10
+  /// The deepest item a backup holds: as deep as a restore makes (``tooDeep`` lists
+  /// what lies deeper).
+  public static let maximumDepth = RestorePlan.maximumDepth
 
   /// Included regular files and their bytes.
   public private(set) var included = Tally()
@@ -46,6 +51,8 @@ public struct BackupReport: Sendable {
   public var grown: [[UInt8]] = []
   /// Files that kept changing and whose copy could not be verified: left out.
   public var skipped: [[UInt8]] = []
+  /// Items nested deeper than a restore makes (with their subtrees): left out.
+  public var tooDeep: [[UInt8]] = []
 
   private static let groups = ["Documents", "Library/Application Support", "Library/Preferences", "Library (other)"]
 
@@ -69,9 +76,9 @@ public struct BackupReport: Sendable {
     case .symlink: symlinks += 1
     case .file:
       included.files += 1
-      included.bytes += bytes
+      included.bytes.addSaturating(bytes)
       byDirectory[Self.group(of: components)].tally.files += 1
-      byDirectory[Self.group(of: components)].tally.bytes += bytes
+      byDirectory[Self.group(of: components)].tally.bytes.addSaturating(bytes)
       guard largest.count < Self.largestCount || bytes > largest[largest.count - 1].bytes else { return }
       let item = Item(path: Self.join(components), bytes: bytes)
       let index = largest.firstIndex { $0.bytes < bytes } ?? largest.count
@@ -85,7 +92,7 @@ public struct BackupReport: Sendable {
     _ components: [[UInt8]], by exclusion: BackupRules.Exclusion, files: Int, bytes: Int64
   ) {
     excluded.files += files
-    excluded.bytes += bytes
+    excluded.bytes.addSaturating(bytes)
     excludedItems.append((Item(path: Self.join(components), bytes: bytes), exclusion))
   }
 
@@ -94,10 +101,10 @@ public struct BackupReport: Sendable {
     switch scope {
     case .caches:
       caches.files += files
-      caches.bytes += bytes
+      caches.bytes.addSaturating(bytes)
     case .tmp:
       tmp.files += files
-      tmp.bytes += bytes
+      tmp.bytes.addSaturating(bytes)
     case .backedUp, .outside: break
     }
   }
@@ -144,6 +151,7 @@ public struct BackupReport: Sendable {
     for path in recopied { lines.append("copied again (changed while copied): \(Self.name(path))") }
     for path in grown { lines.append("grew while copied (backed up as it was when copied): \(Self.name(path))") }
     for path in skipped { lines.append("error: kept changing while copied, left out: \(Self.name(path))") }
+    for path in tooDeep { lines.append("error: nested too deep to restore, left out: \(Self.name(path))") }
     return lines.joined(separator: "\n")
   }
 
@@ -164,12 +172,21 @@ public struct BackupReport: Sendable {
       + "\"directories\":\(directories),\"symlinks\":\(symlinks)},\"byDirectory\":{\(groups)},"
       + "\"largest\":[\(largest.map(item).joined(separator: ","))],"
       + "\"excluded\":{\"files\":\(excluded.files),\"bytes\":\(excluded.bytes),\"items\":[\(excludedList.joined(separator: ","))]},"
-      + "\"caches\":\(tally(caches)),\"tmp\":\(tally(tmp)),\"recopied\":\(paths(recopied)),\"grown\":\(paths(grown)),\"skipped\":\(paths(skipped))}"
+      + "\"caches\":\(tally(caches)),\"tmp\":\(tally(tmp)),\"recopied\":\(paths(recopied)),\"grown\":\(paths(grown)),\"skipped\":\(paths(skipped)),\"tooDeep\":\(paths(tooDeep))}"
   }
 }
 
 extension String {
   fileprivate func padded(_ width: Int) -> String {
     count >= width ? self : String(repeating: " ", count: width - count) + self
+  }
+}
+
+extension Int64 {
+  /// Adds `other`, stopping at the largest value instead of overflowing: sizes of sparse
+  /// files (up to 16 TiB each on ext4) can add up past 2⁶³.
+  public mutating func addSaturating(_ other: Int64) {
+    let (sum, overflow) = addingReportingOverflow(other)
+    self = overflow ? (other > 0 ? .max : .min) : sum
   }
 }

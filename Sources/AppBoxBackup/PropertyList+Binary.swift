@@ -1,33 +1,15 @@
-/// Apple's binary property-list format (`bplist00`): a writer and a bounds-checked reader.
+/// Apple's binary property-list format (`bplist00`): a writer and a bounds-checked
+/// reader, behind ``PropertyList/encoded(as:)`` and ``PropertyList/init(decoding:)``.
 ///
 /// Layout: the magic, the objects, a table of their offsets, and a 32-byte trailer
 /// (offset size, reference size, object count, root object, table offset). Each object
 /// starts with a marker byte: high nibble the type, low nibble a size (`0xF`: an integer
 /// object with the real size follows).
-public enum BinaryPropertyList {
-  /// Why bytes are not a binary plist this reader accepts.
-  public enum ReadError: Error, Equatable, CustomStringConvertible {
-    /// No `bplist00` magic or no room for a trailer.
-    case notBinaryPlist
-    /// An offset, size or reference points outside the data, or a marker is unknown.
-    case malformed(String)
-    /// Nested deeper, or more objects decoded, than a real plist needs (a reference cycle
-    /// or an expansion bomb).
-    case tooComplex
-
-    public var description: String {
-      switch self {
-      case .notBinaryPlist: "not a binary property list"
-      case .malformed(let why): "malformed binary property list: \(why)"
-      case .tooComplex: "binary property list nested too deeply or too large"
-      }
-    }
-  }
-
+enum BinaryFormat {
   // MARK: - Writing
 
   /// The binary plist of `root`.
-  public static func encode(_ root: PropertyList) -> [UInt8] {
+  static func encode(_ root: PropertyList) -> [UInt8] {
     var objects: [[UInt8]] = []
     var pendingRefs: [(object: Int, refs: [Int])] = []
     func add(_ value: PropertyList) -> Int {
@@ -111,14 +93,14 @@ public enum BinaryPropertyList {
   // MARK: - Reading
 
   /// Whether `bytes` start like a binary plist.
-  public static func isBinaryPlist(_ bytes: some Collection<UInt8>) -> Bool {
+  static func matches(_ bytes: some Collection<UInt8>) -> Bool {
     bytes.starts(with: "bplist00".utf8)
   }
 
   /// Decodes a binary plist. Every offset and size is checked; nothing in the input can
   /// make it trap.
-  public static func decode(_ bytes: [UInt8]) throws(ReadError) -> PropertyList {
-    guard isBinaryPlist(bytes), bytes.count >= 8 + 32 else { throw .notBinaryPlist }
+  static func decode(_ bytes: [UInt8]) throws(PropertyListError) -> PropertyList {
+    guard matches(bytes), bytes.count >= 8 + 32 else { throw .notPropertyList }
     var reader = Reader(bytes: bytes)
     return try reader.decodeRoot()
   }
@@ -133,7 +115,7 @@ public enum BinaryPropertyList {
 
     init(bytes: [UInt8]) { self.bytes = bytes }
 
-    func unsigned(at offset: Int, width: Int) throws(ReadError) -> UInt64 {
+    func unsigned(at offset: Int, width: Int) throws(PropertyListError) -> UInt64 {
       guard width >= 1, width <= 8, offset >= 0, offset <= bytes.count - width else {
         throw .malformed("field outside the data at \(offset)")
       }
@@ -142,7 +124,7 @@ public enum BinaryPropertyList {
       return value
     }
 
-    mutating func decodeRoot() throws(ReadError) -> PropertyList {
+    mutating func decodeRoot() throws(PropertyListError) -> PropertyList {
       let trailer = bytes.count - 32
       offsetWidth = Int(bytes[trailer + 6])
       refWidth = Int(bytes[trailer + 7])
@@ -159,7 +141,7 @@ public enum BinaryPropertyList {
       return try object(Int(root), depth: 0)
     }
 
-    func offset(of object: Int) throws(ReadError) -> Int {
+    func offset(of object: Int) throws(PropertyListError) -> Int {
       let value = try unsigned(at: tableOffset + object * offsetWidth, width: offsetWidth)
       guard value >= 8, value < UInt64(tableOffset) else { throw .malformed("object offset") }
       return Int(value)
@@ -167,7 +149,7 @@ public enum BinaryPropertyList {
 
     /// The length in a marker's low nibble, or the integer that follows it; and where the
     /// content starts.
-    func length(marker: UInt8, at offset: Int) throws(ReadError) -> (Int, Int) {
+    func length(marker: UInt8, at offset: Int) throws(PropertyListError) -> (Int, Int) {
       let nibble = Int(marker & 0x0F)
       if nibble != 0x0F { return (nibble, offset + 1) }
       guard offset + 1 < bytes.count, bytes[offset + 1] >> 4 == 0x1 else { throw .malformed("length") }
@@ -177,7 +159,7 @@ public enum BinaryPropertyList {
       return (Int(value), offset + 2 + width)
     }
 
-    mutating func object(_ index: Int, depth: Int) throws(ReadError) -> PropertyList {
+    mutating func object(_ index: Int, depth: Int) throws(PropertyListError) -> PropertyList {
       budget -= 1
       guard depth < 64, budget > 0 else { throw .tooComplex }
       guard index >= 0, index < objectCount else { throw .malformed("reference \(index)") }

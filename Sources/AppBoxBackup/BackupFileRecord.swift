@@ -1,3 +1,5 @@
+import SandboxPolicy
+
 /// One item of an iOS backup: a row of `Manifest.db`'s `Files` table and its `file`
 /// column, an `NSKeyedArchiver` archive of an `MBFile` record.
 ///
@@ -20,8 +22,8 @@ public struct BackupFileRecord: Sendable, Equatable {
 
   /// Why an archived record cannot be read.
   public enum ReadError: Error, Equatable, CustomStringConvertible {
-    /// The plist is not a binary plist.
-    case plist(BinaryPropertyList.ReadError)
+    /// The archive, or its attribute table, is not a property list.
+    case plist(PropertyListError)
     /// It is a plist but not an `MBFile` archive.
     case notArchive(String)
 
@@ -106,8 +108,7 @@ public struct BackupFileRecord: Sendable, Equatable {
     if !extendedAttributes.isEmpty {
       let table = PropertyList.dictionary(extendedAttributes.map { (Self.text($0.name), .data($0.value)) })
       objects.append(
-        .dictionary([("NS.data", .data(BinaryPropertyList.encode(table))), ("$class", .uid(UInt64(objects.count + 1)))])
-      )
+        .dictionary([("NS.data", .data(table.encoded(as: .binary))), ("$class", .uid(UInt64(objects.count + 1)))]))
       record.append(("ExtendedAttributes", .uid(UInt64(objects.count - 1))))
       objects.append(Self.classRecord(["NSMutableData", "NSData", "NSObject"]))
     }
@@ -118,11 +119,10 @@ public struct BackupFileRecord: Sendable, Equatable {
     record.insert(("$class", .uid(UInt64(objects.count))), at: 0)
     objects.append(Self.classRecord(["MBFile", "NSObject"]))
     objects[1] = .dictionary(record)
-    return BinaryPropertyList.encode(
-      .dictionary([
-        ("$version", .integer(100000)), ("$archiver", .string("NSKeyedArchiver")),
-        ("$top", .dictionary([("root", .uid(1))])), ("$objects", .array(objects)),
-      ]))
+    return PropertyList.dictionary([
+      ("$version", .integer(100000)), ("$archiver", .string("NSKeyedArchiver")),
+      ("$top", .dictionary([("root", .uid(1))])), ("$objects", .array(objects)),
+    ]).encoded(as: .binary)
   }
 
   private static func classRecord(_ classes: [String]) -> PropertyList {
@@ -139,8 +139,8 @@ public struct BackupFileRecord: Sendable, Equatable {
     -> BackupFileRecord
   {
     let root: PropertyList
-    do throws(BinaryPropertyList.ReadError) {
-      root = try BinaryPropertyList.decode(file)
+    do throws(PropertyListError) {
+      root = try PropertyList(decoding: file)
     } catch {
       throw .plist(error)
     }
@@ -162,7 +162,7 @@ public struct BackupFileRecord: Sendable, Equatable {
       let bytes = container["NS.data"]?.dataValue ?? container.dataValue
       guard let bytes else { throw .notArchive("ExtendedAttributes holds no data") }
       let table: PropertyList
-      do throws(BinaryPropertyList.ReadError) { table = try BinaryPropertyList.decode(bytes) } catch {
+      do throws(PropertyListError) { table = try PropertyList(decoding: bytes) } catch {
         throw .plist(error)
       }
       guard case .dictionary(let pairs) = table else { throw .notArchive("ExtendedAttributes is not a dictionary") }

@@ -1,3 +1,5 @@
+import SandboxPolicy
+
 /// SHA-1 (FIPS 180-4), for the file ids of an iOS backup: `SHA-1("<domain>-<path>")`.
 ///
 /// Not for security: iOS names backed-up files this way, and SHA-1 is what readers

@@ -1,0 +1,610 @@
+import AppBoxFS
+import Posix
+import SandboxPolicy
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// Restores an app's domain from an unencrypted iOS backup (AppBox's or a real
+/// device's) into a new backing directory, as a device restore does: Documents and
+/// Library come back with their bytes, modes, times, classes and attributes; Caches and
+/// tmp are empty; excluded items are absent.
+///
+/// A backup is input from anyone, so a restore trusts none of it. It works in two
+/// passes. The first writes nothing: ``RestorePlan`` checks the paths, then every record
+/// and every file's bytes are read and checked (class, attributes, target, size), and
+/// the total, counted as the copies will take it (data only: holes stay holes), must fit
+/// the target's filesystem and the sandbox's capacity when one is given. The second
+/// builds everything in a private staging directory beside the target, renamed into
+/// place at the end, so a bad or truncated backup leaves nothing behind. Directories are
+/// opened one component at a time with `O_NOFOLLOW`, the backup's own files too, so no
+/// path in a backup can lead outside either directory. Ownership is not restored (files
+/// belong to the user who restores), so set-user-ID and set-group-ID bits are dropped.
+public final class BackupRestorer {
+
+  /// What was restored.
+  public struct Summary: Sendable, Equatable {
+    /// Regular files (hard links counted per name).
+    public var files = 0
+    /// Directories from rows (the sandbox's own made anyway).
+    public var directories = 0
+    /// Symlinks.
+    public var symlinks = 0
+    /// The files' bytes (their sizes, holes included).
+    public var bytes: Int64 = 0
+    /// Rows outside Documents and Library (Caches, tmp, others): not restored.
+    public var skipped = 0
+    /// Rows excluded by their attributes: not restored.
+    public var excluded = 0
+    /// Items whose set-user-ID or set-group-ID bit was dropped.
+    public var setIDDropped = 0
+  }
+
+  /// What the first pass found about an item of the plan.
+  private struct Checked {
+    /// Excluded, or below an excluded directory: not restored.
+    var excluded = false
+    /// The record's size and inode number, which the second pass must find again.
+    var size: Int64 = 0
+    var inode: UInt64 = 0
+    /// Another name of a file restored before it (same inode number and size): a link.
+    var linked = false
+    /// The bytes of data its copy writes (holes left out).
+    var data: Int64 = 0
+  }
+
+  /// What a restore writes, estimated before it writes anything.
+  private struct Space {
+    /// Blocks of the target's filesystem.
+    var blockSize: Int64
+    var data: Int64 = 0
+    var blocks: Int64 = 0
+    var items: Int64 = 0
+    var bytes: Int64 { data + blocks * blockSize }
+  }
+
+  /// The largest `Manifest.plist` read.
+  static let manifestLimit = 16 << 20
+  /// The descriptors a restore needs beside one per directory level.
+  static let spareDescriptors: UInt64 = 64
+
+  private let backup: String
+  private var backupFD: Int32 = -1
+  private var buckets: [String: Int32] = [:]
+  private var summary = Summary()
+  private var rootFD: Int32 = -1
+  /// The open directories from the root to the last row's parent.
+  private var stack: [(name: [UInt8], fd: Int32)] = []
+  /// Directories made from rows, in the order made, with the mode and time they get at
+  /// the end (a mode that denies the user could stop a later row: a hard link into it).
+  private var directoryRows: [(components: [[UInt8]], mode: mode_t, time: Int64)] = []
+  /// Restored files by inode number, for hard links: path and size.
+  private var restoredInodes: [UInt64: (components: [[UInt8]], size: Int64)] = [:]
+  /// The mode the new backing directory gets: as its `Documents`, made with 0755 less the
+  /// umask (always usable by the user).
+  private var rootMode: mode_t = 0o755
+
+  private let progress: BackupProgress?
+
+  /// A restorer reading the backup directory `backup`; `progress` is told the items and
+  /// bytes restored so far, now and then.
+  public init(backup: String, progress: BackupProgress? = nil) {
+    self.backup = backup
+    self.progress = progress
+  }
+
+  deinit {
+    for entry in stack { Sys.close(entry.fd) }
+    for fd in buckets.values { Sys.close(fd) }
+    if backupFD >= 0 { Sys.close(backupFD) }
+  }
+
+  // MARK: - Opening
+
+  /// The app domains (`AppDomain-…`) of the backup and its database.
+  public func open() throws(BackupError) -> (ManifestDatabase, [String]) {
+    do throws(Errno) {
+      backupFD = try Sys.open(backup, O_RDONLY | O_DIRECTORY)
+    } catch  where error == .noEntry {
+      throw BackupError(.unusablePath, "\(backup) does not exist")
+    } catch  where error == .notDirectory {
+      throw BackupError(.unusablePath, "\(backup) is not a directory")
+    } catch {
+      throw BackupError(.unusablePath, "cannot open \(backup): \(error)")
+    }
+    guard let manifest = try member(BackupLayout.manifest, limit: Self.manifestLimit) else {
+      throw BackupError(.badData, "\(backup) is not an iOS backup: no Manifest.plist")
+    }
+    let encrypted: Bool
+    do throws(BackupError) { encrypted = try BackupPlists.isEncrypted(manifest: manifest) } catch {
+      throw BackupError(.badData, "\(backup)/\(error.message)")
+    }
+    if encrypted {
+      throw BackupError(.badData, "\(backup) is encrypted: AppBox restores unencrypted backups only")
+    }
+    let status: stat
+    do throws(Errno) {
+      status = try Sys.fstatat(backupFD, "Manifest.db", AT_SYMLINK_NOFOLLOW)
+    } catch  where error == .noEntry {
+      throw BackupError(.badData, "\(backup) is not an iOS backup: no Manifest.db")
+    } catch {
+      throw BackupError(.unusablePath, "cannot look at \(backup)/Manifest.db: \(error)")
+    }
+    guard status.st_mode & S_IFMT == S_IFREG else {
+      throw BackupError(.badData, "\(backup)/Manifest.db is not a file")
+    }
+    do throws(ManifestDatabase.Failure) {
+      let database = try ManifestDatabase(path: backup + "/Manifest.db", create: false)
+      return (database, try database.domains().filter { BackupRules.bundleID(ofDomain: $0) != nil })
+    } catch {
+      throw BackupError(.badData, "\(backup)/Manifest.db: \(error)")
+    }
+  }
+
+  /// A file of the backup's top level, read whole, or nil when there is none.
+  private func member(_ name: String, limit: Int) throws(BackupError) -> [UInt8]? {
+    let fd: Int32
+    do throws(Errno) {
+      fd = try Sys.openat(backupFD, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
+    } catch  where error == .noEntry {
+      return nil
+    } catch {
+      throw BackupError(.badData, "cannot open \(backup)/\(name) (a symlink?): \(error)")
+    }
+    defer { Sys.close(fd) }
+    let status: stat
+    do throws(Errno) { status = try Sys.fstat(fd) } catch {
+      throw BackupError(.system, "cannot look at \(backup)/\(name): \(error)")
+    }
+    guard status.st_mode & S_IFMT == S_IFREG, status.st_size <= limit else {
+      throw BackupError(.badData, "\(backup)/\(name) is not a file of at most \(ByteCount(Int64(limit)).formatted)")
+    }
+    do throws(Errno) { return try Sys.readToEnd(fd, limit: limit) } catch {
+      throw BackupError(.system, "cannot read \(backup)/\(name): \(error)")
+    }
+  }
+
+  // MARK: - Restoring
+
+  /// Restores `domain` of `database` into `target`, which must not exist or be empty.
+  /// - Parameter capacity: the capacity of the sandbox to be mounted there, if given: a
+  ///   restore that would use more is refused.
+  public func restore(_ database: ManifestDatabase, domain: String, into target: TargetDirectory, capacity: Int64?)
+    throws(BackupError) -> Summary
+  {
+    (summary, stack, directoryRows, restoredInodes) = (Summary(), [], [], [:])
+    try StagingDirectory.checkNewOrEmpty(target, verb: "restore")
+    let rows: [RestorePlan.Row]
+    do throws(ManifestDatabase.Failure) { rows = try database.entries(domain: domain) } catch {
+      throw BackupError(.badData, "\(backup)/Manifest.db: \(error)")
+    }
+    let plan: RestorePlan
+    do throws(RestoreProblem) { plan = try RestorePlan(rows) } catch {
+      throw BackupError(.badData, "bad backup: \(error)")
+    }
+    summary.skipped = plan.skipped
+    let descriptors = ResourceLimits.raiseOpenFiles()
+    guard UInt64(plan.depth) + Self.spareDescriptors <= descriptors else {
+      throw BackupError(
+        .system,
+        "the backup nests \(plan.depth) directories deep; a restore holds one descriptor per level, and this process may open \(descriptors) (ulimit -n)"
+      )
+    }
+    let space = try spaceAvailable(in: target)
+    var needed = Space(blockSize: space.blockSize)
+    let checked = try check(plan, database, &needed)
+    try refuseUnlessItFits(needed, space, capacity: capacity, target: target)
+
+    let staging = try StagingDirectory(for: target, purpose: "restore", verb: "restore")
+    rootFD = staging.fd
+    do throws(BackupError) {
+      try makeLayout()
+      for (index, item) in plan.items.enumerated() where !checked[index].excluded {
+        try restore(item, checked[index], database)
+        progress?(summary.files + summary.directories + summary.symlinks, summary.bytes)
+      }
+      closeDirectories(keeping: 0)
+      try applyDirectoryModes()
+      do throws(Errno) { try Sys.fchmod(rootFD, rootMode) } catch {
+        throw BackupError(.system, "cannot set the mode of \(staging.path): \(error)")
+      }
+      try staging.commit()
+    } catch {
+      closeDirectories(keeping: 0)
+      throw error.adding(staging.discard())
+    }
+    return summary
+  }
+
+  // MARK: - First pass: check, write nothing
+
+  /// Reads every record and every file's bytes of the plan, checks them, decides what is
+  /// excluded and what is a hard link, and adds up what the restore will write.
+  private func check(_ plan: RestorePlan, _ database: ManifestDatabase, _ space: inout Space) throws(BackupError)
+    -> [Checked]
+  {
+    var checked: [Checked] = []
+    checked.reserveCapacity(plan.items.count)
+    var excludedDirectory: [[UInt8]]?
+    var lastOfInode: [UInt64: Int64] = [:]
+    // The root, the layout's six directories and the parents without a row.
+    space.blocks += 7 + Int64(plan.implicitDirectories)
+    space.items += 7 + Int64(plan.implicitDirectories)
+    for item in plan.items {
+      if let excludedDirectory, item.components.starts(with: excludedDirectory) {
+        checked.append(Checked(excluded: true))
+        continue
+      }
+      excludedDirectory = nil
+      let record = try record(of: item, database)
+      var entry = Checked(size: record.size, inode: record.inode)
+      if BackupRules.exclusion(record.extendedAttributes) != nil {
+        summary.excluded += 1
+        entry.excluded = true
+        if item.kind == .directory { excludedDirectory = item.components }
+        checked.append(entry)
+        continue
+      }
+      switch item.kind {
+      case .directory:
+        space.blocks += 1
+        space.items += 1
+      case .symlink:
+        // A target longer than fits in the inode takes a block.
+        if (record.target?.count ?? 0) > 59 { space.blocks += 1 }
+        space.items += 1
+      case .file:
+        if record.inode != 0, lastOfInode[record.inode] == record.size {
+          entry.linked = true
+        } else {
+          let source = try openContent(item)
+          defer { Sys.close(source) }
+          do throws(Errno) {
+            entry.data = try SparseCopy.dataBytes(source, count: record.size)
+          } catch {
+            throw BackupError(
+              .system, "cannot read \(backup)/\(BackupLayout.contentPath(fileID: item.row.fileID)): \(error)")
+          }
+          space.data.addSaturating((entry.data + space.blockSize - 1) / space.blockSize * space.blockSize)
+          space.items += 1
+          if record.inode != 0 { lastOfInode[record.inode] = record.size }
+        }
+      }
+      checked.append(entry)
+    }
+    return checked
+  }
+
+  /// The record of an item, decoded and checked against its row.
+  private func record(of item: RestorePlan.Item, _ database: ManifestDatabase) throws(BackupError) -> BackupFileRecord {
+    let path = RestorePlan.text(item.row.relativePath)
+    let bytes: [UInt8]
+    do throws(ManifestDatabase.Failure) { bytes = try database.record(rowID: item.row.rowID) } catch {
+      throw BackupError(.badData, "bad backup: \(path): \(error)")
+    }
+    let record: BackupFileRecord
+    do throws(BackupFileRecord.ReadError) {
+      record = try BackupFileRecord.unarchive(bytes, relativePath: item.row.relativePath, flags: item.row.flags)
+    } catch {
+      throw BackupError(.badData, "bad backup: \(path): \(error)")
+    }
+    do throws(RestoreProblem) { _ = try RestorePlan.check(record) } catch {
+      throw BackupError(.badData, "bad backup: \(error)")
+    }
+    return record
+  }
+
+  /// A file's bytes in the backup, opened without following a symlink on the way, and
+  /// checked to be a regular file of the size its record says.
+  private func openContent(_ item: RestorePlan.Item) throws(BackupError) -> Int32 {
+    let fileID = item.row.fileID
+    let path = RestorePlan.text(item.row.relativePath)
+    let fd: Int32
+    do throws(Errno) {
+      let bucket = try bucketFD(String(fileID.prefix(2)))
+      fd = try Sys.openat(bucket, fileID, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
+    } catch  where error == .tooManySymlinks || error == .notDirectory {
+      throw BackupError(
+        .badData, "bad backup: the bytes of \(path) (\(fileID)) are behind a symlink, not in the backup")
+    } catch {
+      throw BackupError(.badData, "bad or truncated backup: the bytes of \(path) (\(fileID)) are missing: \(error)")
+    }
+    do throws(BackupError) {
+      let status: stat
+      do throws(Errno) { status = try Sys.fstat(fd) } catch {
+        throw BackupError(.system, "cannot look at the bytes of \(path) (\(fileID)): \(error)")
+      }
+      guard status.st_mode & S_IFMT == S_IFREG else {
+        throw BackupError(.badData, "bad backup: the bytes of \(path) (\(fileID)) are not a regular file")
+      }
+      return fd
+    } catch {
+      Sys.close(fd)
+      throw error
+    }
+  }
+
+  private func bucketFD(_ name: String) throws(Errno) -> Int32 {
+    if let fd = buckets[name] { return fd }
+    let fd = try Sys.openat(backupFD, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+    buckets[name] = fd
+    return fd
+  }
+
+  /// The free space and inodes of the filesystem the target goes on.
+  private func spaceAvailable(in target: TargetDirectory) throws(BackupError) -> (
+    blockSize: Int64, free: Int64, inodes: Int64?
+  ) {
+    do throws(Errno) {
+      let fd = try Sys.open(target.parent, O_RDONLY | O_DIRECTORY)
+      defer { Sys.close(fd) }
+      let st = try Sys.fstatvfs(fd)
+      let blockSize = max(Int64(st.f_frsize), 512)
+      let free = Int64(clamping: UInt64(st.f_bavail).multipliedReportingOverflow(by: UInt64(st.f_frsize)).partialValue)
+      // A filesystem that reports no inode total has no inode limit.
+      return (blockSize, free, st.f_files == 0 ? nil : Int64(clamping: UInt64(st.f_favail)))
+    } catch {
+      throw BackupError(.unusablePath, "cannot measure the free space of \(target.parent): \(error)")
+    }
+  }
+
+  private func refuseUnlessItFits(
+    _ needed: Space, _ space: (blockSize: Int64, free: Int64, inodes: Int64?), capacity: Int64?,
+    target: TargetDirectory
+  ) throws(BackupError) {
+    let what =
+      "the restore needs about \(ByteCount(needed.bytes).formatted) (the files' data as the backup holds it, holes left out, and a block per directory)"
+    if let capacity, needed.bytes > capacity {
+      throw BackupError(
+        .badData, "\(what), more than the sandbox's capacity \(ByteCount(capacity).formatted) (--capacity)")
+    }
+    if needed.bytes > space.free {
+      throw BackupError(
+        .system,
+        "\(what), but the filesystem of \(target.parent) has \(ByteCount(space.free).formatted) free: make room or restore elsewhere"
+      )
+    }
+    if let inodes = space.inodes, needed.items > inodes {
+      throw BackupError(
+        .system,
+        "the restore makes \(needed.items) files and directories, but the filesystem of \(target.parent) has room for \(inodes) more"
+      )
+    }
+  }
+
+  // MARK: - Second pass: write
+
+  private func restore(_ item: RestorePlan.Item, _ checked: Checked, _ database: ManifestDatabase) throws(BackupError) {
+    let record = try record(of: item, database)
+    let protection: ProtectionClass?
+    do throws(RestoreProblem) { protection = try RestorePlan.check(record) } catch {
+      throw BackupError(.badData, "bad backup: \(error)")
+    }
+    guard record.size == checked.size, record.inode == checked.inode,
+      BackupRules.exclusion(record.extendedAttributes) == nil
+    else {
+      throw BackupError(.badData, "bad backup: \(RestorePlan.text(record.relativePath)) changed during the restore")
+    }
+    let components = item.components
+    let parentFD = try openParent(of: components)
+    let name = (components[components.count - 1] + [0]).map { CChar(bitPattern: $0) }
+    if record.mode & 0o6000 != 0, record.kind != .symlink { summary.setIDDropped += 1 }
+    switch record.kind {
+    case .directory:
+      let existing = RestorePlan.layoutDirectories.contains(components)
+      let fd: Int32
+      do throws(Errno) {
+        // The sandbox's own directories are made first; a row may only describe them.
+        fd = try makeDirectory(parentFD, name, mode: 0o700, existing: existing)
+      } catch {
+        throw BackupError(.system, "cannot make the directory \(RestorePlan.text(record.relativePath)): \(error)")
+      }
+      stack.append((components[components.count - 1], fd))
+      directoryRows.append((components, Self.restoredMode(record.mode), record.lastModified))
+      try setAttributes(fd, record, protection)
+      summary.directories += 1
+    case .symlink:
+      do throws(Errno) {
+        try Sys.symlinkat(((record.target ?? []) + [0]).map { CChar(bitPattern: $0) }, parentFD, name)
+        let fd = try Sys.openat(parentFD, name, Linux.openPath | O_NOFOLLOW | O_CLOEXEC)
+        defer { Sys.close(fd) }
+        let time = timespec(tv_sec: Int(record.lastModified), tv_nsec: 0)
+        try Sys.utimens(fd, isSymlink: true, (time, time))
+      } catch {
+        throw BackupError(.system, "cannot restore the symlink \(RestorePlan.text(record.relativePath)): \(error)")
+      }
+      summary.symlinks += 1
+    case .file:
+      try restoreFile(record, protection, checked, components: components, parentFD: parentFD, name: name, item)
+    }
+  }
+
+  private func restoreFile(
+    _ record: BackupFileRecord, _ protection: ProtectionClass?, _ checked: Checked, components: [[UInt8]],
+    parentFD: Int32, name: [CChar], _ item: RestorePlan.Item
+  ) throws(BackupError) {
+    let path = RestorePlan.text(record.relativePath)
+    summary.files += 1
+    summary.bytes.addSaturating(record.size)
+    if checked.linked, let first = restoredInodes[record.inode], first.size == record.size {
+      do throws(Errno) {
+        let existing = try openBeneath(first.components)
+        defer { Sys.close(existing) }
+        try Sys.link(existing, parentFD, name)
+        return
+      } catch {
+        throw BackupError(.system, "cannot link \(path): \(error)")
+      }
+    }
+    let source = try openContent(item)
+    defer { Sys.close(source) }
+    let out: Int32
+    do throws(Errno) {
+      out = try Sys.openat(parentFD, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+    } catch {
+      throw BackupError(.system, "cannot create \(path): \(error)")
+    }
+    defer { Sys.close(out) }
+    let size: Int64
+    let copied: SparseCopy.Result
+    do throws(Errno) {
+      size = Int64(try Sys.fstat(source).st_size)
+      copied = try SparseCopy.copy(from: source, to: out, count: record.size)
+    } catch {
+      throw BackupError(.system, "cannot restore \(path): \(error)")
+    }
+    guard size == record.size else {
+      throw BackupError(
+        .badData,
+        "bad or truncated backup: \(path) (\(item.row.fileID)) holds \(size) bytes, the manifest says \(record.size)")
+    }
+    guard copied.covered == record.size, copied.data <= checked.data else {
+      throw BackupError(.badData, "bad backup: the bytes of \(path) (\(item.row.fileID)) changed during the restore")
+    }
+    try setAttributes(out, record, protection)
+    if record.inode != 0 { restoredInodes[record.inode] = (components, record.size) }
+  }
+
+  /// Attributes, class, mode and (for files) times of a new file or directory.
+  private func setAttributes(_ fd: Int32, _ record: BackupFileRecord, _ protection: ProtectionClass?)
+    throws(BackupError)
+  {
+    let path = RestorePlan.text(record.relativePath)
+    for (name, value) in record.extendedAttributes {
+      guard let stored = RestorePlan.backingAttributeName(name) else { continue }
+      do throws(Errno) {
+        try Xattr.set(fd, name: String(decoding: stored, as: UTF8.self), value: value)
+      } catch  where error == .outOfRange || error == .noSpace || error.rawValue == E2BIG {
+        throw BackupError(
+          .badData,
+          "bad backup: the attribute \(RestorePlan.text(name)) of \(path) (\(value.count) bytes) does not fit on the target's filesystem: \(error)"
+        )
+      } catch {
+        throw BackupError(.system, "cannot set the attribute \(RestorePlan.text(name)) of \(path): \(error)")
+      }
+    }
+    do throws(Errno) {
+      if let protection, protection != .containerDefault {
+        try Xattr.set(fd, name: AppBoxAttribute.protection.name, value: Array(protection.name.utf8))
+      }
+      // A directory's mode waits until its contents are made (it may deny writing).
+      guard record.kind == .file else { return }
+      try Sys.fchmod(fd, Self.restoredMode(record.mode))
+      let time = timespec(tv_sec: Int(record.lastModified), tv_nsec: 0)
+      try Sys.futimens(fd, (time, time))
+    } catch {
+      throw BackupError(.system, "cannot set the class, mode or times of \(path): \(error)")
+    }
+  }
+
+  /// The permission bits a restore gives an item: the record's, without set-user-ID and
+  /// set-group-ID (ownership is not restored, as `tar --no-same-owner` does); the sticky
+  /// bit stays.
+  static func restoredMode(_ mode: UInt32) -> mode_t { mode_t(mode & 0o1777) }
+
+  // MARK: - Directories
+
+  /// The parent directory of `components`, opened (and made when the backup has no row
+  /// for it) component by component without following symlinks.
+  private func openParent(of components: [[UInt8]]) throws(BackupError) -> Int32 {
+    let parent = components.dropLast()
+    var common = 0
+    while common < stack.count, common < parent.count, stack[common].name == parent[parent.startIndex + common] {
+      common += 1
+    }
+    closeDirectories(keeping: common)
+    for component in parent.dropFirst(common) {
+      let at = stack.last?.fd ?? rootFD
+      let name = (component + [0]).map { CChar(bitPattern: $0) }
+      do throws(Errno) {
+        stack.append((component, try makeDirectory(at, name, mode: 0o755, existing: true)))
+      } catch {
+        throw BackupError(
+          .badData,
+          "bad backup: cannot make the directory \(RestorePlan.text(Array(components.joined(separator: [0x2F])))): \(error)"
+        )
+      }
+    }
+    return stack.last?.fd ?? rootFD
+  }
+
+  /// Closes open directories down to `count`.
+  private func closeDirectories(keeping count: Int) {
+    while stack.count > count { Sys.close(stack.removeLast().fd) }
+  }
+
+  /// Gives every directory made from a row its recorded mode and time, once everything
+  /// is restored: the deepest first (in the reverse of the order they were made), so each
+  /// is reached through parents still open to the user. The directories on the way stay
+  /// open from one to the next, as in the first pass, so a deep tree costs no more.
+  private func applyDirectoryModes() throws(BackupError) {
+    var open: [(name: [UInt8], fd: Int32)] = []
+    defer { for entry in open { Sys.close(entry.fd) } }
+    for (components, mode, seconds) in directoryRows.reversed() {
+      let time = timespec(tv_sec: Int(seconds), tv_nsec: 0)
+      do throws(Errno) {
+        var common = 0
+        while common < open.count, common < components.count, open[common].name == components[common] { common += 1 }
+        while open.count > common { Sys.close(open.removeLast().fd) }
+        for component in components[common...] {
+          let at = open.last?.fd ?? rootFD
+          let name = (component + [0]).map { CChar(bitPattern: $0) }
+          open.append((component, try Sys.openat(at, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)))
+        }
+        let fd = open[components.count - 1].fd
+        try Sys.fchmod(fd, mode)
+        try Sys.futimens(fd, (time, time))
+      } catch {
+        throw BackupError(
+          .system,
+          "cannot set the mode and times of \(RestorePlan.text(Array(components.joined(separator: [0x2F])))): \(error)")
+      }
+    }
+  }
+
+  /// Makes the directory `name` in `at` with `mode` (less the umask), or finds it when
+  /// `existing`, and opens it without following a symlink (``Directory/open(_:_:)``).
+  private func makeDirectory(_ at: Int32, _ name: [CChar], mode: mode_t, existing: Bool) throws(Errno) -> Int32 {
+    do throws(Errno) {
+      try Sys.mkdirat(at, name, mode)
+    } catch  where existing && error == .exists {}
+    return try Directory.open(at, name)
+  }
+
+  /// Opens a restored item (`O_PATH`) by its components, each without following symlinks.
+  private func openBeneath(_ components: [[UInt8]]) throws(Errno) -> Int32 {
+    var fd = try Sys.dup(rootFD)
+    for (index, component) in components.enumerated() {
+      let last = index == components.count - 1
+      let flags = last ? Linux.openPath | O_NOFOLLOW | O_CLOEXEC : O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC
+      let next: Int32
+      do throws(Errno) {
+        next = try Sys.openat(fd, (component + [0]).map { CChar(bitPattern: $0) }, flags)
+      } catch {
+        Sys.close(fd)
+        throw error
+      }
+      Sys.close(fd)
+      fd = next
+    }
+    return fd
+  }
+
+  /// The sandbox's fixed directories (Caches and tmp empty) and its default class.
+  private func makeLayout() throws(BackupError) {
+    do throws(Errno) {
+      for path in [
+        "Documents", "Library", "Library/Application Support", "Library/Preferences", "Library/Caches", "tmp",
+      ] {
+        let fd = try makeDirectory(rootFD, Array(path.utf8CString), mode: 0o755, existing: false)
+        defer { Sys.close(fd) }
+        if path == "Documents" { rootMode = mode_t(try Sys.fstat(fd).st_mode & 0o777) }
+      }
+      try Xattr.set(
+        rootFD, name: DefaultProtection.attributeName, value: Array(ProtectionClass.containerDefault.name.utf8))
+    } catch {
+      throw BackupError(.system, "cannot make the sandbox's directories: \(error)")
+    }
+  }
+}
