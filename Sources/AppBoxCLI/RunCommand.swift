@@ -26,28 +26,22 @@ enum RunCommand {
       APPBOX_CONTAINER = the container root, APPBOX_EVENTS = the mount's event log.
     """
 
-  /// Runs the command and exits the process with the program's status.
+  /// Runs the command and exits the process with the program's status: mounts (or finds
+  /// the mount), has a keeper (``RunKeeper``) start the program and report its status,
+  /// and unmounts what it mounted.
   static func run(_ arguments: [String]) throws(CLIError) -> Never {
+    let keeper = try RunKeeper.inherited()
     let plan = try RunPlan.parse(arguments)
+    if let mountedHere = keeper { RunKeeper.run(plan, mountedHere: mountedHere) }
     do throws(Errno) { try ProgramLaunch.forwardSignals() } catch {
       throw CLIError(.osError, "cannot install signal handlers: \(error)")
     }
     let mount = try SandboxMount.prepare(plan)
-    let registration: RunRegistration?
-    do throws(CLIError) {
-      // Orphaned descendants of the program are re-parented here, not to init: the daemon
-      // sees them in the run's tree. (Only now: the daemon a mount started is no child.)
-      do throws(Errno) { try Sys.becomeChildSubreaper() } catch {
-        throw CLIError(.osError, "cannot become the program's subreaper: \(error)")
-      }
-      registration = try RunRegistration.register(
-        mountpoint: mount.mountpoint, mountedHere: mount.mountedHere, allowsControl: plan.allowDeviceControl)
-    } catch {
+    let status: Int32
+    do throws(CLIError) { status = try RunKeeper.start(plan, mount: mount) } catch {
       mount.finish()
       throw error
     }
-    let status = runProgram(plan, root: mount.mountpoint, events: registration?.target.files.events)
-    registration?.end()
     mount.finish()
     exit(status)
   }
@@ -56,6 +50,7 @@ enum RunCommand {
   /// run, as a shell answers.
   static func runProgram(_ plan: RunPlan, root: String, events: String?) -> Int32 {
     var environment = SandboxEnvironment.variables(root: root, base: ProcessInfo.processInfo.environment)
+    environment[RunKeeper.variable] = nil
     environment["APPBOX_DEVICE_CONTROL"] = plan.allowDeviceControl ? Spawn.currentExecutable : nil
     environment["APPBOX_EVENTS"] = events
     let pid: pid_t
