@@ -30,9 +30,10 @@ enum RunCommand {
   /// the mount), has a keeper (``RunKeeper``) start the program and report its status,
   /// and unmounts what it mounted.
   static func run(_ arguments: [String]) throws(CLIError) -> Never {
-    let keeper = try RunKeeper.inherited()
+    let role = try RunKeeper.inherited()
+    if case .leftovers = role { RunKeeper.play(.leftovers, RunPlan.leftovers) }
     let plan = try RunPlan.parse(arguments)
-    if let mountedHere = keeper { RunKeeper.run(plan, mountedHere: mountedHere) }
+    if let role { RunKeeper.play(role, plan) }
     do throws(Errno) { try ProgramLaunch.forwardSignals() } catch {
       throw CLIError(.osError, "cannot install signal handlers: \(error)")
     }
@@ -68,6 +69,9 @@ enum RunCommand {
 
 /// What `appbox run` was asked to do.
 struct RunPlan {
+  /// The plan of the keeper of a run's leftovers: nothing more to start.
+  static let leftovers = RunPlan(mountOptions: [], settings: [], mountpoint: nil, backing: nil, program: [])
+
   /// `appbox mount`'s options, as given (validated).
   var mountOptions: [String]
   /// The options that set up a new mount (all but `--backing`), as given: a mount that is

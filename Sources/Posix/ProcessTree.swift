@@ -100,6 +100,31 @@ extension Sys {
     guard flags >= 0, fcntl(fd, F_SETFD, flags | FD_CLOEXEC) == 0 else { throw Errno.current }
   }
 
+  /// Ignores SIGHUP, SIGINT and SIGQUIT from now on, in this program and the one it
+  /// becomes through ``replaceProgram(_:_:environment:)``: what a terminal sends to a
+  /// process group, or a shell to its jobs when it exits.
+  public static func ignoreHangupAndInterrupts() {
+    for signal in [SIGHUP, SIGINT, SIGQUIT] { _ = Glibc.signal(signal, SIG_IGN) }
+  }
+
+  /// Replaces this process's program with `path` (`execve`): the same process (pid, start
+  /// time, parent, children, child-subreaper setting), with only descriptors 0, 1 and 2
+  /// left open.
+  /// - Returns: only when it failed: why.
+  public static func replaceProgram(_ path: String, _ arguments: [String], environment: [String]) -> Errno {
+    do {
+      for descriptor in try ownDescriptors() where descriptor.fd > 2 { try setCloseOnExec(descriptor.fd) }
+    } catch {
+      return error
+    }
+    var argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
+    defer { argv.forEach { free($0) } }
+    var envp: [UnsafeMutablePointer<CChar>?] = environment.map { strdup($0) } + [nil]
+    defer { envp.forEach { free($0) } }
+    execve(path, &argv, &envp)
+    return Errno.current
+  }
+
   /// Reaps this process's children as they end, until it has none left (`ECHILD`): how a
   /// child subreaper waits for every process of its tree, re-parented ones included.
   public static func reapAllChildren() {

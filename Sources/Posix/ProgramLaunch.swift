@@ -18,12 +18,11 @@ public enum ProgramLaunch {
   /// `arguments` (argv[0] included) and exactly `environment`, in this process group, and
   /// makes it the target of forwarded signals. It starts with no signal blocked and the
   /// termination signals and SIGPIPE at their default action, whatever this process had.
-  /// `passing`, if given, is its descriptor 3 (and only that: not also under its own number).
   /// - Returns: its process id.
   /// - Throws: `posix_spawnp`'s error (ENOENT: not found, EACCES: not executable).
-  public static func start(
-    _ program: String, _ arguments: [String], environment: [String: String], passing: Int32? = nil
-  ) throws(Errno) -> pid_t {
+  public static func start(_ program: String, _ arguments: [String], environment: [String: String])
+    throws(Errno) -> pid_t
+  {
     var argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
     defer { argv.forEach { free($0) } }
     var envp: [UnsafeMutablePointer<CChar>?] =
@@ -33,18 +32,17 @@ public enum ProgramLaunch {
     posix_spawnattr_init(&attributes)
     defer { posix_spawnattr_destroy(&attributes) }
     guard cposix_spawnattr_reset_signals(&attributes) == 0 else { throw Errno.invalidArgument }
-    var actions = posix_spawn_file_actions_t()
-    posix_spawn_file_actions_init(&actions)
-    defer { posix_spawn_file_actions_destroy(&actions) }
-    if let passing {
-      posix_spawn_file_actions_adddup2(&actions, passing, 3)
-      if passing != 3 { posix_spawn_file_actions_addclose(&actions, passing) }
-    }
     var pid: pid_t = 0
-    let result = posix_spawnp(&pid, program, &actions, &attributes, &argv, &envp)
+    let result = posix_spawnp(&pid, program, nil, &attributes, &argv, &envp)
     guard result == 0 else { throw Errno(rawValue: result) }
     cposix_forward_signals_to(pid)
     return pid
+  }
+
+  /// Stops forwarding signals: those that come from now on are kept, and forwarded only
+  /// to a program started later.
+  public static func stopForwarding() {
+    cposix_forward_signals_to(0)
   }
 
   /// Waits for the program to end, then stops forwarding signals to it (before its pid is
