@@ -26,7 +26,7 @@ enum ControlClient {
     directories += RuntimeDirectory.standard(for: owner).filter { $0.path != directories.first?.path }
     for directory in directories where directory.isPrivate(to: owner) {
       let files = directory.files(for: mountpoint.path)
-      guard let st = try? Sys.lstatPath(files.socket) else { continue }
+      guard let st = try? Sys.lstatPath(files.socket) else { continue }  // absent is the meaning: no socket here
       if st.st_mode & S_IFMT == S_IFSOCK && st.st_uid == owner {
         return Target(mountpoint: mountpoint.path, owner: owner, files: files)
       }
@@ -137,7 +137,8 @@ enum ControlClient {
     }
   }
 
-  /// The reply as a dictionary.
+  /// The reply as a dictionary; empty when it is not a JSON object (which ``send`` takes as
+  /// no answer, an error).
   static func object(_ reply: String) -> [String: Any] {
     (try? JSONSerialization.jsonObject(with: Data(reply.utf8)) as? [String: Any]) ?? [:]
   }

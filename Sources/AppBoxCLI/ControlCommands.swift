@@ -149,7 +149,7 @@ enum ControlCommands {
   /// An inotify descriptor watching the event log at `path` for appends; nil where the
   /// user has no inotify instance or watch left (`events --follow` then polls).
   private static func watchAppends(_ path: String) -> Int32? {
-    guard let fd = try? Inotify.open() else { return nil }
+    guard let fd = try? Inotify.open() else { return nil }  // absent is the meaning: no instance left, so poll
     do throws(Errno) { try Inotify.watchWrites(fd, path: path) } catch {
       Sys.close(fd)
       return nil

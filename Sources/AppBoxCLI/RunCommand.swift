@@ -157,7 +157,9 @@ struct SandboxMount {
   /// Finds or makes the mount `plan` asks for.
   static func prepare(_ plan: RunPlan) throws(CLIError) -> SandboxMount {
     if let given = plan.mountpoint {
-      guard let path = try? Sys.realpath(given) else {
+      let path: String
+      do { path = try Sys.realpath(given) } catch {
+        guard error == .noEntry else { throw CLIError(.noInput, "mountpoint \(given): \(error)") }
         throw CLIError(.noInput, "mountpoint \(given) does not exist: create it first (mkdir -p \(given))")
       }
       // Another FUSE filesystem there is busy; other mounts (a volume) are mounted over.
@@ -219,7 +221,9 @@ struct SandboxMount {
         Data(
           "appbox: \(error.message); detaching it lazily, the data stays in \(temporaryDirectory ?? "its backing directory")\n"
             .utf8))
-      _ = try? UnmountCommand.run(["--lazy", mountpoint])
+      do throws(CLIError) { _ = try UnmountCommand.run(["--lazy", mountpoint]) } catch {
+        FileHandle.standardError.write(Data("appbox: \(error.message); \(mountpoint) stays mounted\n".utf8))
+      }
       return
     }
     if let temporaryDirectory { Self.removeTemporary(temporaryDirectory) }
@@ -253,11 +257,12 @@ struct SandboxMount {
 
   /// `path` resolved, or as given when it does not exist.
   static func resolved(_ path: String) -> String {
-    (try? Sys.realpath(path)) ?? path
+    (try? Sys.realpath(path)) ?? path  // absent is the meaning: nothing to resolve it to
   }
 
   /// The backing directory of the AppBox mount at `mountpoint`, if its daemon answers us.
   static func backing(of mountpoint: String) -> String? {
+    // Absent is the meaning: a mount whose daemon does not answer us has no backing we know.
     guard let target = try? ControlClient.target(mountpoint), let reply = try? ControlClient.send("status", to: target)
     else { return nil }
     return (ControlClient.object(reply)["status"] as? [String: Any])?["backing"] as? String
