@@ -256,6 +256,11 @@ enum StatusText {
         "  descriptors: at most \(limit): one per inode the kernel holds (\(status["nodes"] ?? 0) now), one more per open file (so about \(limit / 2) files open at once)"
       )
     }
+    if let gate = status["deviceControl"] as? [String: Any] {
+      lines.append(
+        "  device control: \(gate["runs"] ?? 0) refusing runs recorded, \(gate["refused"] ?? 0) requests refused to their programs, \(gate["unverifiable"] ?? 0) to processes whose ancestry could not be read, \(gate["turnedAway"] ?? 0) connections turned away"
+      )
+    }
     let busyPoll = status["busyPoll"] as? [String: Any] ?? [:]
     let window = (busyPoll["microseconds"] as? NSNumber)?.intValue ?? 0
     lines.append(

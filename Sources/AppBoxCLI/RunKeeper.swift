@@ -98,6 +98,7 @@ enum RunKeeper {
     unsetenv(variable)
     if value == "leftovers" { return .leftovers }
     let parts = value.split(separator: ":", omittingEmptySubsequences: false)
+    // A descriptor that cannot be looked at is no pipe: refused like one that is not.
     guard parts.count == 2, parts[0] == "here" || parts[0] == "reused", let fd = Int32(parts[1]), fd > 2,
       let st = try? Sys.fstat(fd), st.st_mode & S_IFMT == S_IFIFO
     else {
