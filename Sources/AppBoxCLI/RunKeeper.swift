@@ -148,6 +148,7 @@ enum RunKeeper {
       // Still attached: the caller's reader waits for the leftovers too, which loses nothing.
     }
     ReadinessPipe.send("exit \(status)\n", to: statusFD)
+    guard Sys.hasChildren else { exit(0) }  // nothing left to keep
     let failure = Sys.replaceProgram(
       Spawn.currentExecutable,
       [Spawn.currentExecutable, "run", "--keeping-the-leftovers-of", plan.mountpoint ?? "?"],

@@ -125,6 +125,15 @@ extension Sys {
     return Errno.current
   }
 
+  /// Whether this process has a child, exited or not (`waitid` without waiting).
+  public static var hasChildren: Bool {
+    var info = siginfo_t()
+    while waitid(P_ALL, 0, &info, WEXITED | WNOHANG | WNOWAIT) != 0 {
+      if errno != EINTR { return false }  // ECHILD: none
+    }
+    return true
+  }
+
   /// Reaps this process's children as they end, until it has none left (`ECHILD`): how a
   /// child subreaper waits for every process of its tree, re-parented ones included.
   public static func reapAllChildren() {
