@@ -26,7 +26,7 @@ enum ControlClient {
     directories += RuntimeDirectory.standard(for: owner).filter { $0.path != directories.first?.path }
     for directory in directories where directory.isPrivate(to: owner) {
       let files = directory.files(for: mountpoint.path)
-      guard let st = try? Sys.lstatPath(files.socket) else { continue }
+      guard let st = try? Sys.lstatPath(files.socket) else { continue }  // absent is the meaning: no socket here
       if st.st_mode & S_IFMT == S_IFSOCK && st.st_uid == owner {
         return Target(mountpoint: mountpoint.path, owner: owner, files: files)
       }
@@ -57,12 +57,45 @@ enum ControlClient {
     return (mountpoint, owner)
   }
 
+  /// How long a request turned away as busy (all of the daemon's connections, or its
+  /// run's share of them, in use) is tried again: the daemon's own timeout for an idle
+  /// connection, so that connections held idle on purpose have ended by then.
+  static let busyRetrySeconds = 6.0
+
   /// Sends one request and returns the daemon's JSON reply, once the peer is known to be
-  /// the mount's daemon.
+  /// the mount's daemon. A request turned away as busy (before the daemon read it) is sent
+  /// again, for up to ``busyRetrySeconds``.
   /// `progress` hears the progress lines that come before the reply (of a request that
   /// asked for them), decoded.
   static func send(
     _ request: String, to target: Target, timeoutSeconds: Int? = 60, progress: (([String: Any]) -> Void)? = nil
+  ) throws(CLIError) -> String {
+    let deadline = Clock.monotonic() + busyRetrySeconds
+    var pause = 0.02
+    var reply = try exchange(request, with: target, timeoutSeconds: timeoutSeconds, progress: progress)
+    while object(reply)["error"] as? String == ControlServer.busy, Clock.monotonic() + pause < deadline {
+      Clock.sleep(seconds: pause)
+      pause = min(pause * 2, 0.5)
+      reply = try exchange(request, with: target, timeoutSeconds: timeoutSeconds, progress: progress)
+    }
+    guard reply.hasPrefix("{\"ok\":true") else {
+      let answer = object(reply)
+      let message = answer["error"] as? String
+      if message == "not the owner of this mount" {
+        throw CLIError(.noPermission, "only the user who mounted \(target.mountpoint) (or root) may control it")
+      }
+      guard let message else {
+        throw CLIError(.busy, "the daemon of \(target.mountpoint) gave no answer")
+      }
+      if answer["refused"] as? Bool == true { throw CLIError(.noPermission, message) }
+      throw CLIError(message == ControlServer.busy ? .busy : .failure, message)
+    }
+    return reply
+  }
+
+  /// One connection: the request out, the last line back (after the progress lines).
+  private static func exchange(
+    _ request: String, with target: Target, timeoutSeconds: Int?, progress: (([String: Any]) -> Void)?
   ) throws(CLIError) -> String {
     let fd: Int32
     do { fd = try UnixSocket.connect(to: target.files.socket) } catch {
@@ -84,18 +117,6 @@ enum ControlClient {
       progress?(object(reply))
       reply = String(decoding: UnixSocket.readLine(fd) ?? [], as: UTF8.self)
     }
-    guard reply.hasPrefix("{\"ok\":true") else {
-      let answer = object(reply)
-      let message = answer["error"] as? String
-      if message == "not the owner of this mount" {
-        throw CLIError(.noPermission, "only the user who mounted \(target.mountpoint) (or root) may control it")
-      }
-      guard let message else {
-        throw CLIError(.busy, "the daemon of \(target.mountpoint) gave no answer")
-      }
-      if answer["refused"] as? Bool == true { throw CLIError(.noPermission, message) }
-      throw CLIError(.failure, message)
-    }
     return reply
   }
 
@@ -116,7 +137,8 @@ enum ControlClient {
     }
   }
 
-  /// The reply as a dictionary.
+  /// The reply as a dictionary; empty when it is not a JSON object (which ``send`` takes as
+  /// no answer, an error).
   static func object(_ reply: String) -> [String: Any] {
     (try? JSONSerialization.jsonObject(with: Data(reply.utf8)) as? [String: Any]) ?? [:]
   }

@@ -149,7 +149,7 @@ enum ControlCommands {
   /// An inotify descriptor watching the event log at `path` for appends; nil where the
   /// user has no inotify instance or watch left (`events --follow` then polls).
   private static func watchAppends(_ path: String) -> Int32? {
-    guard let fd = try? Inotify.open() else { return nil }
+    guard let fd = try? Inotify.open() else { return nil }  // absent is the meaning: no instance left, so poll
     do throws(Errno) { try Inotify.watchWrites(fd, path: path) } catch {
       Sys.close(fd)
       return nil
@@ -254,6 +254,11 @@ enum StatusText {
       // Each inode the kernel holds costs the daemon a descriptor, each open file one more.
       lines.append(
         "  descriptors: at most \(limit): one per inode the kernel holds (\(status["nodes"] ?? 0) now), one more per open file (so about \(limit / 2) files open at once)"
+      )
+    }
+    if let gate = status["deviceControl"] as? [String: Any] {
+      lines.append(
+        "  device control: \(gate["runs"] ?? 0) refusing runs recorded, \(gate["refused"] ?? 0) requests refused to their programs, \(gate["unverifiable"] ?? 0) to processes whose ancestry could not be read, \(gate["turnedAway"] ?? 0) connections turned away"
       )
     }
     let busyPoll = status["busyPoll"] as? [String: Any] ?? [:]

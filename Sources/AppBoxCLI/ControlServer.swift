@@ -11,12 +11,13 @@ import Synchronization
 ///
 /// Requests: `lock`, `unlock`, `status`, `descriptors`, `drop-caches`, `purge bytes N`,
 /// `purge domain caches|tmp`, `purge older-than SECONDS [caches|tmp]`, `resize BYTES
-/// resize|schedule`, and `run allow|deny|end` (``DeviceControlGate``, which may refuse the
+/// resize|schedule`, and `run allow|deny` (``DeviceControlGate``, which may refuse the
 /// requests that change the device).
 /// Connections are served concurrently, each on
 /// a thread of its own with a read timeout, so an idle client holds up no one; at most
-/// ``maximumConnections`` at a time. Anything else a client sends gets an error reply and
-/// changes nothing.
+/// ``maximumConnections`` at a time, of which the programs of refusing runs hold only a
+/// share (``ControlConnectionShares``). Anything else a client sends gets an error reply
+/// and changes nothing.
 final class ControlServer: Sendable {
   private let listener: Int32
   private let filesystem: SandboxFilesystem
@@ -68,7 +69,7 @@ final class ControlServer: Sendable {
           return true
         }
         guard admitted else {
-          reply(connection, Self.error("busy: too many control connections, try again"))
+          reply(connection, Self.error(Self.busy))
           Sys.close(connection)
           continue
         }
@@ -89,10 +90,20 @@ final class ControlServer: Sendable {
     do { try UnixSocket.setTimeouts(connection, milliseconds: Self.timeoutMilliseconds) } catch {
       return  // without a timeout a client could hold this thread forever
     }
-    guard let peer = try? UnixSocket.peerCredentials(connection), peer.uid == owner || peer.uid == 0 else {
+    let peer: UnixSocket.PeerCredentials
+    do { peer = try UnixSocket.peerCredentials(connection) } catch {
+      reply(connection, Self.error("cannot identify the connecting process (SO_PEERCRED: \(error))"))
+      return
+    }
+    guard peer.uid == owner || peer.uid == 0 else {
       reply(connection, Self.error("not the owner of this mount"))
       return
     }
+    guard let holder = gate.admit(peer.pid) else {
+      reply(connection, Self.error(Self.busy))
+      return
+    }
+    defer { gate.release(holder) }
     guard let line = UnixSocket.readLine(connection, limit: Self.maximumRequestBytes) else {
       reply(connection, Self.error("request longer than \(Self.maximumRequestBytes) bytes"))
       return
@@ -124,6 +135,9 @@ final class ControlServer: Sendable {
     UnixSocket.writeAll(connection, Array((text + "\n").utf8))
   }
 
+  /// The error a connection over its share gets (``ControlClient`` tries again on it).
+  static let busy = "busy: too many control connections, try again"
+
   /// An error reply.
   static func error(_ message: String) -> String {
     "{\"ok\":false,\"error\":\(JSONText.quoted(message))}"
@@ -143,11 +157,18 @@ final class ControlServer: Sendable {
     case ("unlock", 1):
       return "{\"ok\":true,\"state\":\(JSONText.quoted(filesystem.unlock().name))}"
     case ("status", 1):
-      return "{\"ok\":true,\"status\":\(filesystem.statusJSON())}"
+      // The filesystem's status object, with the gate's counters as one more member.
+      let status = filesystem.statusJSON()
+      return "{\"ok\":true,\"status\":\(status.dropLast()),\"deviceControl\":\(gate.statusJSON)}}"
     case ("descriptors", 1):
       return Self.descriptorsReply()
     case ("drop-caches", 1):
-      filesystem.dropKernelCaches(sparing: Sys.directoriesInUse(under: mountpoint))
+      let inUse: Set<UInt64>
+      do { inUse = try Sys.directoriesInUse(under: mountpoint) } catch {
+        return Self.error(
+          "cannot list the processes (/proc: \(error)), whose working directories stay: nothing dropped")
+      }
+      filesystem.dropKernelCaches(sparing: inUse)
       return "{\"ok\":true}"
     case ("purge", _):
       guard let purge = Self.purgeRequest(Array(words.dropFirst())) else {

@@ -1,3 +1,4 @@
+import Foundation
 import Posix
 import SandboxPolicy
 import Synchronization
@@ -8,111 +9,224 @@ import Synchronization
 
 /// The daemon's barrier between a run's program and the device: requests that change the
 /// device (lock, unlock, purge, resize) from a process inside a run of `appbox run` that
-/// does not allow device control are refused. Runs register over the control channel:
-///
-/// - `run allow` / `run deny`: the connecting process (its `SO_PEERCRED` pid, never a pid
-///   it names) is a run; its descendants may, or may not, change the device.
-/// - `run end`: the run is ending; its descendants still running become members of the
-///   run, refused themselves too (after the run exits they are re-parented out of its tree).
+/// does not allow device control are refused. A run's keeper (the `appbox run` process
+/// that starts the program as a child subreaper and outlives every process of its tree)
+/// registers over the control channel with `run allow` or `run deny`: the connecting
+/// process (its `SO_PEERCRED` pid, never a pid it names) is the run; its descendants may,
+/// or may not, change the device. What is recorded, and why nothing a program does can
+/// fill it: ``DeviceControlRuns``.
 ///
 /// A process belongs to a run when the run is an ancestor, by the parent chain of
-/// `/proc/PID/stat`; entries whose process is gone (or whose pid now names a later
-/// process) are forgotten.
+/// `/proc/PID/stat`. Every error on the way fails closed: a process whose ancestry cannot
+/// be read is refused while any run is recorded, counted, and logged (at most a line a
+/// second). The gate also shares out the control connections (``ControlConnectionShares``)
+/// so that a run's program cannot hold them all.
 final class DeviceControlGate: Sendable {
-  private let runs = Mutex(DeviceControlRuns())
+  /// Reads `/proc/PID/stat` (``Sys/processStat(_:)``; a test passes a table of its own).
+  typealias StatReader = @Sendable (pid_t) throws(Errno) -> ProcessStat
+
+  /// What the gate has done, for `appbox status`.
+  struct Counters {
+    /// Device changes refused to a process in a refusing run.
+    var refused = 0
+    /// Device changes refused because the process's ancestry could not be read.
+    var unverifiable = 0
+    /// Control connections turned away because their run's share was used up.
+    var turnedAway = 0
+  }
+
+  private struct State {
+    var runs = DeviceControlRuns()
+    var shares = ControlConnectionShares()
+    var counters = Counters()
+    /// When the last line was logged (monotonic seconds), and the lines held back since.
+    var loggedAt = -Double.infinity
+    var heldBack = 0
+  }
+
+  /// Lock order: a leaf; never held across a `/proc` read.
+  private let state = Mutex(State())
+  private let readStat: StatReader
+  private let log: @Sendable (String) -> Void
 
   /// The requests that change the device.
   static let guardedRequests: Set<String> = ["lock", "unlock", "purge", "resize"]
   /// How often an ancestry walk that raced with an exiting process is tried again.
   static let walkAttempts = 8
-  /// The deepest ancestry followed (a cycle only pid reuse could make).
-  static let maximumDepth = 4096
+  /// The deepest ancestry followed; a deeper one is unknown (refused), never cut short.
+  static let maximumDepth = 1024
+
+  /// A gate reading the processes with `readStat` and logging with `log` (the daemon's
+  /// standard error, which is its log file).
+  init(
+    readStat: @escaping StatReader = { pid throws(Errno) in try Sys.processStat(pid) },
+    log: @escaping @Sendable (String) -> Void = { FileHandle.standardError.write(Data("appbox: \($0)\n".utf8)) }
+  ) {
+    self.readStat = readStat
+    self.log = log
+  }
+
+  // MARK: - Connections
+
+  /// Takes a control connection for `peer`: nil when `peer` is in a refusing run (or
+  /// cannot be placed) whose share is used up (``ControlConnectionShares``).
+  /// - Returns: the holder to give back with ``release(_:)``.
+  func admit(_ peer: pid_t) -> ControlConnectionShares.Holder? {
+    let holder: ControlConnectionShares.Holder =
+      state.withLock { $0.runs.isEmpty } ? .unconfined : ControlConnectionShares.Holder(decision(for: peer))
+    let admitted = state.withLock { state in
+      guard state.shares.admit(holder) else {
+        state.counters.turnedAway += 1
+        return false
+      }
+      return true
+    }
+    return admitted ? holder : nil
+  }
+
+  /// Gives back a connection ``admit(_:)`` took.
+  func release(_ holder: ControlConnectionShares.Holder) { state.withLock { $0.shares.release(holder) } }
+
+  // MARK: - Requests
 
   /// The reply to `request` when the gate answers it itself: a `run` request, or a
   /// refusal. Nil: the request goes on to the filesystem.
   func answer(_ request: String, peer: pid_t) -> String? {
-    // Split as ``ControlServer/handle(_:)`` splits, so the verb judged is the verb served.
+    // Split as ``ControlServer/handle(_:progress:)`` splits, so the verb judged is the verb served.
     let words = request.split(separator: " ").map(String.init)
     guard let verb = words.first else { return nil }
     if verb == "run" { return registration(Array(words.dropFirst()), peer: peer) }
-    guard Self.guardedRequests.contains(verb), !runs.withLock({ $0.isEmpty }) else { return nil }
-    forgetGone()
-    guard let chain = Self.ancestry(of: peer) else {
+    guard Self.guardedRequests.contains(verb), !state.withLock({ $0.runs.isEmpty }) else { return nil }
+    switch decision(for: peer) {
+    case .allowed:
+      return nil
+    case .refused(let run):
+      state.withLock { $0.counters.refused += 1 }
       return ControlServer.refusal(
-        "device control refused: the ancestry of process \(peer) could not be read (/proc), and runs of appbox run are active"
+        "device control refused: process \(peer) runs under appbox run (pid \(run)) without --allow-device-control; start the run with appbox run --allow-device-control to let its program \(verb)"
       )
+    case .unverifiable(let reason):
+      state.withLock { $0.counters.unverifiable += 1 }
+      note("refused \(verb) to process \(peer): \(reason)")
+      return ControlServer.refusal(
+        "device control refused: process \(peer) could not be placed outside the runs of appbox run (\(reason))")
     }
-    guard case .refused(let run) = runs.withLock({ $0.decide(chain) }) else { return nil }
-    return ControlServer.refusal(
-      "device control refused: process \(peer) runs under appbox run (pid \(run)) without --allow-device-control; start the run with appbox run --allow-device-control to let its program \(verb)"
-    )
   }
 
-  /// Serves `run allow|deny|end` for `peer`.
+  /// Whether `peer` may change the device now.
+  func decision(for peer: pid_t) -> DeviceControlRuns.Decision {
+    forgetGoneIfDue()
+    let ancestry = ancestry(of: peer)
+    return state.withLock { $0.runs.decide(ancestry) }
+  }
+
+  /// Serves `run allow|deny` for `peer`.
   private func registration(_ words: [String], peer: pid_t) -> String {
-    guard words.count == 1, let stat = try? Sys.processStat(peer) else {
-      return ControlServer.error("bad run request (run allow, run deny or run end)")
+    guard words.count == 1, words[0] == "allow" || words[0] == "deny" else {
+      return ControlServer.error("bad run request (run allow or run deny)")
     }
+    if words[0] == "allow" { return "{\"ok\":true,\"run\":\(peer),\"recorded\":false}" }
+    let stat: ProcessStat
+    do { stat = try readStat(peer) } catch {
+      return ControlServer.error(
+        "cannot read process \(peer) (/proc/\(peer)/stat: \(error)): the run is not registered")
+    }
+    forgetGoneIfDue()
+    let ancestry = ancestry(of: peer)
     let process = ProcessIdentity(pid: peer, startTime: stat.startTime)
-    forgetGone()
-    switch words[0] {
-    case "allow", "deny":
-      let entry = DeviceControlRuns.Entry(allowsControl: words[0] == "allow", coversItself: false, run: peer)
-      guard runs.withLock({ $0.register(process, entry) }) else {
-        return ControlServer.error("too many runs registered (\(DeviceControlRuns.maximumEntries))")
-      }
-      return "{\"ok\":true,\"run\":\(peer)}"
-    case "end":
-      guard let entry = runs.withLock({ $0.entries[process] }), !entry.coversItself else {
-        return ControlServer.error("process \(peer) is not a registered run")
-      }
-      let pids: [pid_t]
-      do { pids = try Sys.processIDs() } catch {
-        return ControlServer.error("cannot list processes (/proc: \(error)): the run's leftover processes are not held")
-      }
-      let chains = pids.compactMap { Self.ancestry(of: $0) }
-      let members = DeviceControlRuns.descendants(of: process, among: chains)
-      let kept = runs.withLock { runs in
-        let member = DeviceControlRuns.Entry(allowsControl: entry.allowsControl, coversItself: true, run: peer)
-        let kept = members.filter { runs.register($0, member) }.count
-        runs.remove(process)
-        return kept
-      }
-      return "{\"ok\":true,\"members\":\(kept)}"
-    default:
-      return ControlServer.error("bad run request (run allow, run deny or run end)")
+    let registration = state.withLock { $0.runs.register(process, ancestry: ancestry, allowsControl: false) }
+    if case .unknown(let reason) = ancestry {
+      note("run \(peer) recorded although its ancestry could not be read: \(reason)")
     }
+    return "{\"ok\":true,\"run\":\(peer),\"recorded\":\(registration == .recorded)}"
   }
 
-  /// Forgets the registered processes that are gone, or whose pid names a later process.
-  private func forgetGone() {
-    let registered = runs.withLock { Array($0.entries.keys) }
-    let gone = Set(registered.filter { (try? Sys.processStat($0.pid))?.startTime != $0.startTime })
-    if !gone.isEmpty { runs.withLock { $0.removeAll { gone.contains($0) } } }
+  // MARK: - Processes
+
+  /// Forgets the recorded runs that are gone, when enough are recorded for it to be due
+  /// (``DeviceControlRuns/needsPruning``). A run is gone when `/proc` says there is no
+  /// such process, or its pid names a later one; a run that cannot be read otherwise is
+  /// kept.
+  private func forgetGoneIfDue() {
+    guard let recorded = state.withLock({ $0.runs.needsPruning ? $0.runs.runs : nil }) else { return }
+    var gone = Set<ProcessIdentity>()
+    for run in recorded {
+      do {
+        if try readStat(run.pid).startTime != run.startTime { gone.insert(run) }
+      } catch  where Self.isGone(error) {
+        gone.insert(run)
+      } catch {
+        continue  // unreadable is not gone: kept (a record only ever refuses)
+      }
+    }
+    state.withLock { $0.runs.forget(gone) }
   }
 
-  /// `pid` and its ancestors, itself first, from `/proc/PID/stat`; nil when `pid` is gone
-  /// or its ancestry kept changing while read. A parent that exits during the walk (its
-  /// children are re-parented) makes the walk start again; a parent whose pid was reused
-  /// meanwhile is recognised by its start time (a parent starts before its child).
-  static func ancestry(of pid: pid_t) -> [ProcessIdentity]? {
-    for _ in 0..<walkAttempts {
-      guard let first = try? Sys.processStat(pid) else { return nil }
+  /// Whether `error` from reading `/proc/PID/stat` means that the process does not exist.
+  static func isGone(_ error: Errno) -> Bool { error == .noEntry || error == .noSuchProcess }
+
+  /// `pid` and its ancestors, itself first, from `/proc/PID/stat`; unknown when `pid` is
+  /// gone, a read fails, the chain is deeper than ``maximumDepth``, or it kept changing
+  /// while read. A parent that exits during the walk (its children are re-parented)
+  /// makes the walk start again; a parent whose pid was reused meanwhile is recognised by
+  /// its start time (a parent starts before its child).
+  func ancestry(of pid: pid_t) -> Ancestry {
+    for _ in 0..<Self.walkAttempts {
+      let first: ProcessStat
+      do { first = try readStat(pid) } catch {
+        return .unknown(Self.isGone(error) ? "process \(pid) is gone" : "cannot read /proc/\(pid)/stat: \(error)")
+      }
       var chain = [ProcessIdentity(pid: pid, startTime: first.startTime)]
       var parent = first.parent
       var childStart = first.startTime
-      var consistent = true
-      while parent > 0, chain.count < maximumDepth {
-        guard let stat = try? Sys.processStat(parent), stat.startTime <= childStart else {
-          consistent = false
+      var changed = false
+      while parent > 0 {
+        guard chain.count < Self.maximumDepth else {
+          return .unknown("its ancestry is deeper than \(Self.maximumDepth) processes")
+        }
+        let stat: ProcessStat
+        do { stat = try readStat(parent) } catch  where Self.isGone(error) {
+          changed = true
+          break
+        } catch {
+          return .unknown("cannot read /proc/\(parent)/stat: \(error)")
+        }
+        guard stat.startTime <= childStart else {
+          changed = true  // a later process has the parent's pid: the parent exited
           break
         }
         chain.append(ProcessIdentity(pid: parent, startTime: stat.startTime))
         childStart = stat.startTime
         parent = stat.parent
       }
-      if consistent { return chain }
+      if !changed { return .known(chain) }
     }
-    return nil
+    return .unknown("its ancestry kept changing while it was read (\(Self.walkAttempts) attempts)")
+  }
+
+  // MARK: - Status and log
+
+  /// The gate's part of `appbox status --json`: `{"runs":N,"refused":N,"unverifiable":N,"turnedAway":N}`.
+  var statusJSON: String {
+    state.withLock {
+      "{\"runs\":\($0.runs.runs.count),\"refused\":\($0.counters.refused),\"unverifiable\":\($0.counters.unverifiable),\"turnedAway\":\($0.counters.turnedAway)}"
+    }
+  }
+
+  /// Logs `message`, at most one line a second: lines in between are counted and the
+  /// count goes with the next line logged.
+  private func note(_ message: String) {
+    let now = Clock.monotonic()
+    let heldBack: Int? = state.withLock { state in
+      guard now - state.loggedAt >= 1 else {
+        state.heldBack += 1
+        return nil
+      }
+      defer { state.heldBack = 0 }
+      state.loggedAt = now
+      return state.heldBack
+    }
+    guard let heldBack else { return }
+    log("device control: " + message + (heldBack > 0 ? " (and \(heldBack) more not logged)" : ""))
   }
 }

@@ -26,28 +26,23 @@ enum RunCommand {
       APPBOX_CONTAINER = the container root, APPBOX_EVENTS = the mount's event log.
     """
 
-  /// Runs the command and exits the process with the program's status.
+  /// Runs the command and exits the process with the program's status: mounts (or finds
+  /// the mount), has a keeper (``RunKeeper``) start the program and report its status,
+  /// and unmounts what it mounted.
   static func run(_ arguments: [String]) throws(CLIError) -> Never {
+    let role = try RunKeeper.inherited()
+    if case .leftovers = role { RunKeeper.play(.leftovers, RunPlan.leftovers) }
     let plan = try RunPlan.parse(arguments)
+    if let role { RunKeeper.play(role, plan) }
     do throws(Errno) { try ProgramLaunch.forwardSignals() } catch {
       throw CLIError(.osError, "cannot install signal handlers: \(error)")
     }
     let mount = try SandboxMount.prepare(plan)
-    let registration: RunRegistration?
-    do throws(CLIError) {
-      // Orphaned descendants of the program are re-parented here, not to init: the daemon
-      // sees them in the run's tree. (Only now: the daemon a mount started is no child.)
-      do throws(Errno) { try Sys.becomeChildSubreaper() } catch {
-        throw CLIError(.osError, "cannot become the program's subreaper: \(error)")
-      }
-      registration = try RunRegistration.register(
-        mountpoint: mount.mountpoint, mountedHere: mount.mountedHere, allowsControl: plan.allowDeviceControl)
-    } catch {
+    let status: Int32
+    do throws(CLIError) { status = try RunKeeper.start(plan, mount: mount) } catch {
       mount.finish()
       throw error
     }
-    let status = runProgram(plan, root: mount.mountpoint, events: registration?.target.files.events)
-    registration?.end()
     mount.finish()
     exit(status)
   }
@@ -56,6 +51,7 @@ enum RunCommand {
   /// run, as a shell answers.
   static func runProgram(_ plan: RunPlan, root: String, events: String?) -> Int32 {
     var environment = SandboxEnvironment.variables(root: root, base: ProcessInfo.processInfo.environment)
+    environment[RunKeeper.variable] = nil
     environment["APPBOX_DEVICE_CONTROL"] = plan.allowDeviceControl ? Spawn.currentExecutable : nil
     environment["APPBOX_EVENTS"] = events
     let pid: pid_t
@@ -73,6 +69,9 @@ enum RunCommand {
 
 /// What `appbox run` was asked to do.
 struct RunPlan {
+  /// The plan of the keeper of a run's leftovers: nothing more to start.
+  static let leftovers = RunPlan(mountOptions: [], settings: [], mountpoint: nil, backing: nil, program: [])
+
   /// `appbox mount`'s options, as given (validated).
   var mountOptions: [String]
   /// The options that set up a new mount (all but `--backing`), as given: a mount that is
@@ -158,7 +157,9 @@ struct SandboxMount {
   /// Finds or makes the mount `plan` asks for.
   static func prepare(_ plan: RunPlan) throws(CLIError) -> SandboxMount {
     if let given = plan.mountpoint {
-      guard let path = try? Sys.realpath(given) else {
+      let path: String
+      do { path = try Sys.realpath(given) } catch {
+        guard error == .noEntry else { throw CLIError(.noInput, "mountpoint \(given): \(error)") }
         throw CLIError(.noInput, "mountpoint \(given) does not exist: create it first (mkdir -p \(given))")
       }
       // Another FUSE filesystem there is busy; other mounts (a volume) are mounted over.
@@ -220,7 +221,9 @@ struct SandboxMount {
         Data(
           "appbox: \(error.message); detaching it lazily, the data stays in \(temporaryDirectory ?? "its backing directory")\n"
             .utf8))
-      _ = try? UnmountCommand.run(["--lazy", mountpoint])
+      do throws(CLIError) { _ = try UnmountCommand.run(["--lazy", mountpoint]) } catch {
+        FileHandle.standardError.write(Data("appbox: \(error.message); \(mountpoint) stays mounted\n".utf8))
+      }
       return
     }
     if let temporaryDirectory { Self.removeTemporary(temporaryDirectory) }
@@ -254,11 +257,12 @@ struct SandboxMount {
 
   /// `path` resolved, or as given when it does not exist.
   static func resolved(_ path: String) -> String {
-    (try? Sys.realpath(path)) ?? path
+    (try? Sys.realpath(path)) ?? path  // absent is the meaning: nothing to resolve it to
   }
 
   /// The backing directory of the AppBox mount at `mountpoint`, if its daemon answers us.
   static func backing(of mountpoint: String) -> String? {
+    // Absent is the meaning: a mount whose daemon does not answer us has no backing we know.
     guard let target = try? ControlClient.target(mountpoint), let reply = try? ControlClient.send("status", to: target)
     else { return nil }
     return (ControlClient.object(reply)["status"] as? [String: Any])?["backing"] as? String

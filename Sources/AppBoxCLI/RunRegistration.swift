@@ -2,8 +2,8 @@ import Foundation
 import Posix
 
 /// A run of `appbox run`, registered with the daemon of its mount (``DeviceControlGate``)
-/// so that the daemon refuses device changes from the program's tree unless the run
-/// allows them.
+/// by the run's keeper (``RunKeeper``), so that the daemon refuses device changes from the
+/// program's tree unless the run allows them.
 struct RunRegistration {
   /// The mount's daemon.
   let target: ControlClient.Target
@@ -31,19 +31,10 @@ struct RunRegistration {
     do throws(CLIError) {
       _ = try ControlClient.send("run \(allowsControl ? "allow" : "deny")", to: target)
     } catch {
-      throw CLIError(error.code, "cannot register the run with the daemon of \(mountpoint): \(error.message)")
+      throw CLIError(
+        error.code,
+        "cannot register the run with the daemon of \(mountpoint): \(error.message); the program did not run")
     }
     return RunRegistration(target: target)
-  }
-
-  /// Tells the daemon the run is ending: the program's descendants still running stay
-  /// under the run's rule after this process exits. Nothing to say when none are left.
-  func end() {
-    guard Sys.hasChildren else { return }
-    do throws(CLIError) { _ = try ControlClient.send("run end", to: target) } catch {
-      FileHandle.standardError.write(
-        Data("appbox: the program's processes still running may change the device from now on: \(error.message)\n".utf8)
-      )
-    }
   }
 }

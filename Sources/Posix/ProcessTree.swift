@@ -35,8 +35,9 @@ public struct ProcessStat: Equatable, Sendable {
 
 extension Sys {
   /// Process `pid`'s parent and start time, read from `/proc/PID/stat` to its end.
-  /// - Throws: ENOENT (or ESRCH) when there is no such process; EINVAL when the file
-  ///   cannot be parsed.
+  /// - Throws: ENOENT or ESRCH (``Errno/noSuchProcess``) when there is no such process;
+  ///   EINVAL when `pid` is not positive or the file cannot be parsed; any other error of
+  ///   the open and the reads (EMFILE, ENOMEM…) as it came.
   public static func processStat(_ pid: pid_t) throws(Errno) -> ProcessStat {
     guard pid > 0 else { throw Errno.invalidArgument }
     guard let stat = ProcessStat(parsing: try readFile("/proc/\(pid)/stat")) else { throw Errno.invalidArgument }
@@ -58,13 +59,16 @@ extension Sys {
   /// CAP_SYS_PTRACE). Each `/proc/PID/cwd` link is read first, which touches no
   /// filesystem; only a directory inside the mount is then looked at, so a hung
   /// filesystem elsewhere holds nothing up.
-  public static func directoriesInUse(under mountpoint: String) -> Set<UInt64> {
+  /// - Throws: when `/proc` cannot be listed (then no process's directories are known).
+  public static func directoriesInUse(under mountpoint: String) throws(Errno) -> Set<UInt64> {
     let exact = Array(mountpoint.utf8)
     let prefix = exact + [UInt8(ascii: "/")]
     var found = Set<UInt64>()
-    for pid in (try? processIDs()) ?? [] {
+    for pid in try processIDs() {
       for link in ["cwd", "root"] {
         let path = "/proc/\(pid)/\(link)"
+        // Absent is the meaning: a process that has exited since the listing, or one whose
+        // links this one may not read (another user's), has no directory this one can see.
         guard let target = try? readlink(AT_FDCWD, at: path), target == exact || target.starts(with: prefix),
           let st = try? statPath(path)
         else { continue }
@@ -80,6 +84,47 @@ extension Sys {
     guard cposix_set_child_subreaper() == 0 else { throw Errno.current }
   }
 
+  /// Lets go of what this process shares with whoever started it: standard input, output
+  /// and error become `/dev/null` (so a pipe it was given reaches its end for the reader)
+  /// and the working directory `/` (so no filesystem is kept busy by it).
+  public static func detachFromCaller() throws(Errno) {
+    let null = try open("/dev/null", O_RDWR)
+    defer { close(null) }
+    for fd: Int32 in 0...2 { try dup2(null, fd) }
+    guard Glibc.chdir("/") == 0 else { throw Errno.current }
+  }
+
+  /// Marks `fd` close-on-exec, so that no program started from now on inherits it.
+  public static func setCloseOnExec(_ fd: Int32) throws(Errno) {
+    let flags = fcntl(fd, F_GETFD)
+    guard flags >= 0, fcntl(fd, F_SETFD, flags | FD_CLOEXEC) == 0 else { throw Errno.current }
+  }
+
+  /// Ignores SIGHUP, SIGINT and SIGQUIT from now on, in this program and the one it
+  /// becomes through ``replaceProgram(_:_:environment:)``: what a terminal sends to a
+  /// process group, or a shell to its jobs when it exits.
+  public static func ignoreHangupAndInterrupts() {
+    for signal in [SIGHUP, SIGINT, SIGQUIT] { _ = Glibc.signal(signal, SIG_IGN) }
+  }
+
+  /// Replaces this process's program with `path` (`execve`): the same process (pid, start
+  /// time, parent, children, child-subreaper setting), with only descriptors 0, 1 and 2
+  /// left open.
+  /// - Returns: only when it failed: why.
+  public static func replaceProgram(_ path: String, _ arguments: [String], environment: [String]) -> Errno {
+    do {
+      for descriptor in try ownDescriptors() where descriptor.fd > 2 { try setCloseOnExec(descriptor.fd) }
+    } catch {
+      return error
+    }
+    var argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
+    defer { argv.forEach { free($0) } }
+    var envp: [UnsafeMutablePointer<CChar>?] = environment.map { strdup($0) } + [nil]
+    defer { envp.forEach { free($0) } }
+    execve(path, &argv, &envp)
+    return Errno.current
+  }
+
   /// Whether this process has a child, exited or not (`waitid` without waiting).
   public static var hasChildren: Bool {
     var info = siginfo_t()
@@ -88,4 +133,18 @@ extension Sys {
     }
     return true
   }
+
+  /// Reaps this process's children as they end, until it has none left (`ECHILD`): how a
+  /// child subreaper waits for every process of its tree, re-parented ones included.
+  public static func reapAllChildren() {
+    while true {
+      var status: Int32 = 0
+      if waitpid(-1, &status, 0) < 0 && errno != EINTR { return }
+    }
+  }
+}
+
+extension Errno {
+  /// ESRCH: no such process.
+  public static let noSuchProcess = Errno(rawValue: ESRCH)
 }

@@ -39,6 +39,12 @@ public enum ProgramLaunch {
     return pid
   }
 
+  /// Stops forwarding signals: those that come from now on are kept, and forwarded only
+  /// to a program started later.
+  public static func stopForwarding() {
+    cposix_forward_signals_to(0)
+  }
+
   /// Waits for the program to end, then stops forwarding signals to it (before its pid is
   /// released, so a late signal never reaches a recycled pid). Other children that end
   /// meanwhile (orphaned descendants, re-parented here when this process is a child

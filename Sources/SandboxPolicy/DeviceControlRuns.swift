@@ -14,89 +14,103 @@ public struct ProcessIdentity: Hashable, Sendable, CustomStringConvertible {
   public var description: String { "\(pid)" }
 }
 
+/// What the daemon could learn of a process's ancestry.
+public enum Ancestry: Equatable, Sendable {
+  /// The process and its ancestors, itself first, up to the oldest, read consistently.
+  case known([ProcessIdentity])
+  /// It could not be read (the process is gone, `/proc` failed, the chain kept changing or
+  /// was deeper than anyone's): why, for the log. Such a process is judged as if it were in
+  /// a refusing run.
+  case unknown(String)
+}
+
 /// The runs of `appbox run` a daemon knows, and whether a process may change the device
 /// (lock, unlock, purge, resize): the barrier between a run's program and the device.
 ///
-/// A run registers its own process (a child subreaper, so its program's descendants stay
-/// in its tree). A process is refused when a run that does not allow device control is
-/// its ancestor; the run's own process is not (it only reads the status). When a run ends
-/// with descendants still running, each of them is registered as a *member*, refused
-/// itself as well, since it will be re-parented out of the tree.
+/// A run is the process that keeps the program's tree (a child subreaper that outlives
+/// every process of the tree, so nothing in it is ever re-parented out of it). A process
+/// is refused when a refusing run is its ancestor; the run's own process is not. Only
+/// refusing runs are recorded, and only when no recorded run refuses the registering
+/// process already: a run that allows device control can never refuse anything, and a
+/// run nested in a refusing one is covered by it (its keeper outlives the nested tree).
+/// So a program under a refusing run adds nothing here, however many processes it
+/// registers, and the set holds one run per live keeper outside any refusing run: it
+/// is bounded by the processes the kernel lets the owner have, not by a table that can
+/// be filled to turn others away.
 public struct DeviceControlRuns: Sendable {
-  /// What is known of one registered process.
-  public struct Entry: Hashable, Sendable {
-    /// Whether its run allows device control (`--allow-device-control`).
-    public var allowsControl: Bool
-    /// Whether the process itself is in the run (a member left behind), not only its
-    /// descendants (the run's own `appbox run` process).
-    public var coversItself: Bool
-    /// The `appbox run` process of the run.
-    public var run: Int32
-
-    /// Creates an entry.
-    public init(allowsControl: Bool, coversItself: Bool, run: Int32) {
-      self.allowsControl = allowsControl
-      self.coversItself = coversItself
-      self.run = run
-    }
-  }
-
   /// What ``decide(_:)`` answers.
   public enum Decision: Equatable, Sendable {
     /// The process may change the device.
     case allowed
-    /// The process is in the run of this `appbox run` process, which does not allow it.
+    /// The process is in the run of this keeper, which does not allow it.
     case refused(run: Int32)
+    /// Runs are recorded and the process's ancestry could not be read: refused (fails
+    /// closed), for this reason.
+    case unverifiable(String)
   }
 
-  /// The most processes registered at once; more are refused (a client cannot grow the
-  /// daemon's memory without bound).
-  public static let maximumEntries = 4096
+  /// What ``register(_:ancestry:allowsControl:)`` did.
+  public enum Registration: Equatable, Sendable {
+    /// Recorded: its descendants are refused from now on.
+    case recorded
+    /// Nothing to record: the run allows device control, so it refuses nothing.
+    case allowsControl
+    /// Nothing to record: a recorded run refuses the process and all it starts already.
+    case coveredBy(run: Int32)
+  }
 
-  /// The registered processes.
-  public private(set) var entries: [ProcessIdentity: Entry] = [:]
+  /// The fewest recorded runs at which ``needsPruning`` asks for gone ones to be forgotten.
+  public static let minimumPruneSize = 64
+
+  /// The recorded refusing runs (their keepers).
+  public private(set) var runs: Set<ProcessIdentity> = []
+  /// ``needsPruning`` from this count on: twice the count after the last pruning, so the
+  /// pruning's reads of `/proc` are constant per registration on average.
+  private var pruneAt = Self.minimumPruneSize
 
   /// No runs.
   public init() {}
 
-  /// Registers `process`.
-  /// - Returns: false when ``maximumEntries`` are registered already.
-  @discardableResult
-  public mutating func register(_ process: ProcessIdentity, _ entry: Entry) -> Bool {
-    guard entries[process] != nil || entries.count < Self.maximumEntries else { return false }
-    entries[process] = entry
-    return true
-  }
+  /// Whether no run is recorded (then every process may change the device).
+  public var isEmpty: Bool { runs.isEmpty }
 
-  /// Forgets `process`.
-  public mutating func remove(_ process: ProcessIdentity) { entries[process] = nil }
-
-  /// Forgets every process for which `isGone` is true.
-  public mutating func removeAll(where isGone: (ProcessIdentity) -> Bool) {
-    entries = entries.filter { !isGone($0.key) }
-  }
-
-  /// Whether no process is registered (then every process may change the device).
-  public var isEmpty: Bool { entries.isEmpty }
-
-  /// Whether the process whose ancestry is `chain` (itself first, then its parent, up to
-  /// the oldest ancestor) may change the device: not if a run that does not allow it is
-  /// an ancestor, or the process is a member of one. With nested runs, a refusing run
-  /// anywhere above wins.
-  public func decide(_ chain: [ProcessIdentity]) -> Decision {
-    for (depth, process) in chain.enumerated() {
-      guard let entry = entries[process], !entry.allowsControl, depth > 0 || entry.coversItself else { continue }
-      return .refused(run: entry.run)
+  /// Registers `process` as a run (a keeper) whose ancestry is `ancestry`. A process whose
+  /// ancestry cannot be read is recorded (the cautious side: a record only ever refuses).
+  public mutating func register(_ process: ProcessIdentity, ancestry: Ancestry, allowsControl: Bool)
+    -> Registration
+  {
+    if allowsControl { return .allowsControl }
+    if case .known(let chain) = ancestry, case .refused(let run) = decide(.known(chain)) {
+      return .coveredBy(run: run)
     }
-    return .allowed
+    runs.insert(process)
+    return .recorded
   }
 
-  /// The processes of `all` (each with its ancestry, itself first) that descend from
-  /// `run`: the members a run leaves behind when it ends.
-  public static func descendants(of run: ProcessIdentity, among all: [[ProcessIdentity]]) -> [ProcessIdentity] {
-    all.compactMap { chain in
-      guard let process = chain.first, process != run, chain.dropFirst().contains(run) else { return nil }
-      return process
+  /// Whether the process whose ancestry is `ancestry` may change the device: not when a
+  /// recorded run is one of its ancestors, nor, while any run is recorded, when its
+  /// ancestry is unknown.
+  public func decide(_ ancestry: Ancestry) -> Decision {
+    guard !runs.isEmpty else { return .allowed }
+    switch ancestry {
+    case .known(let chain):
+      for process in chain.dropFirst() where runs.contains(process) { return .refused(run: process.pid) }
+      return .allowed
+    case .unknown(let reason):
+      return .unverifiable(reason)
     }
+  }
+
+  /// Whether enough runs are recorded that the gone ones should be looked for and
+  /// forgotten (``forget(_:)``). A gone run kept changes no decision on a process whose
+  /// ancestry is known (a later process with its pid has another start time); it costs
+  /// memory, and keeps an unverifiable process refused.
+  public var needsPruning: Bool { runs.count >= pruneAt }
+
+  /// Forgets the runs in `gone` (their processes have exited) and sets when the next
+  /// pruning is due.
+  public mutating func forget(_ gone: Set<ProcessIdentity>) {
+    runs.subtract(gone)
+    pruneAt = max(Self.minimumPruneSize, 2 * runs.count)
   }
 }

@@ -86,6 +86,37 @@ struct DeviceControlBarrierTests {
     try fixture.unmount()
   }
 
+  @Test(
+    "a process left by the program that double-forks after the run has ended: the new orphan is refused too; the keeper ends with the last of them"
+  )
+  func orphanAfterTheRunEnded() throws {
+    let fixture = try MountFixture.unlocked()
+    // The program's leftover waits until the run is over, then orphans a child of its own,
+    // which locks. (Started without Foundation's Process: see orphansRefused.)
+    let script = #"""
+      echo $PPID > "$M/Documents/keeper"
+      ( ( while [ ! -e "$M/Documents/go" ]; do sleep 0.02; done
+          ( ( "$APPBOX" lock "$M" 2>/dev/null; echo $? > "$M/Documents/late" ) & ) ) & )
+      """#
+    let run = try Spawn.start(
+      Command.appbox,
+      [
+        Command.appbox, "run", fixture.mountpoint, "--", "/bin/sh", "-c",
+        "APPBOX='\(Command.appbox)'; M='\(fixture.mountpoint)'; exec >/dev/null 2>&1; " + script,
+      ], detach: true)
+    #expect(Spawn.wait(run) == 0)
+    let keeper = try #require(
+      pid_t(
+        String(decoding: try readFile(fixture.path("Documents/keeper")), as: UTF8.self).trimmingCharacters(
+          in: .newlines)))
+    #expect(Spawn.isRunning(keeper), "the keeper stays while the program's processes do")
+    try writeFile(fixture.path("Documents/go"), [])
+    #expect(fixture.waitUntil(seconds: 30) { (try? readFile(fixture.path("Documents/late"))) == bytes("77\n") })
+    #expect(fixture.deviceState == "UNLOCKED")
+    #expect(Spawn.waitForExit(keeper, milliseconds: 30_000), "the keeper ends with the last of the program's processes")
+    try fixture.unmount()
+  }
+
   @Test("with --allow-device-control the program locks and unlocks; from outside any run, always")
   func allowedWithFlagAndOutside() throws {
     let fixture = try MountFixture.unlocked(["--grace", "0"])

@@ -242,6 +242,29 @@ extension RunCommandTests {
     #expect(here.count == 1 && here[0].contains("tmpfs"), "only the tmpfs stays: \(here)")
   }
 
+  @Test("the program inherits the caller's descriptors, 3 included, and no other of appbox run's")
+  func descriptorsInherited() throws {
+    let fixture = try MountFixture.unlocked()
+    let file = fixture.root + "/given"
+    try writeFile(file, bytes("given\n"))
+    // The caller has 0, 1, 2, 3 and 7 (whatever else the test runner passed on is closed);
+    // the program reads 3 and 7 and lists its own (ls's listing adds one).
+    let caller = """
+      for fd in $(ls /proc/$$/fd); do case $fd in 0|1|2) ;; *) eval "exec $fd>&-" 2>/dev/null ;; esac; done
+      exec 3<'\(file)' 7<'\(file)'
+      '\(Command.appbox)' run '\(fixture.mountpoint)' -- /bin/sh -c 'cat <&3; cat <&7; echo $(ls /proc/self/fd)'
+      """
+    let result = try Command.run("/bin/bash", ["-c", caller])
+    #expect(result.status == 0, "\(result.error)")
+    let lines = result.output.split(separator: "\n").map(String.init)
+    try #require(lines.count == 3, "\(result.output)")
+    #expect(lines[0...1] == ["given", "given"])
+    let program = Set(lines[2].split(separator: " ").map(String.init))
+    #expect(program.isSuperset(of: ["0", "1", "2", "3", "7"]), "\(lines[2])")
+    #expect(program.subtracting(["0", "1", "2", "3", "7"]).count == 1, "the program's descriptors: \(lines[2])")
+    try fixture.unmount()
+  }
+
   @Test("mount options given for a mount that is reused are reported as not applied")
   func reuseReportsIgnoredOptions() throws {
     let fixture = try MountFixture.unlocked()

@@ -31,3 +31,104 @@ struct RuntimeDirectoryTests {
     try fixture.unmount()
   }
 }
+
+/// Another user cannot take a user's runtime directory in `/tmp` (`/tmp/appbox-UID`, where
+/// a user without `XDG_RUNTIME_DIR` keeps a mount's socket) to deny them their mounts:
+/// the mount goes to a private directory of its own, which the user and root find, and
+/// neither believes a socket the squatter planted.
+@Suite("Runtime directory taken by another user", .needsFUSE, .serialized, .timeLimit(.minutes(5)))
+struct RuntimeDirectorySquattingTests {
+  /// The user whose directory is taken: one with an account (fusermount3 wants a user
+  /// name), that no other test uses (they use nobody, 65534).
+  static let victim: uid_t = {
+    for uid: uid_t in [5, 6, 7, 8, 9, 10, 13, 34, 38, 39] where getpwuid(uid) != nil { return uid }
+    return 24680  // no such account: the mount fails, and says so
+  }()
+  /// The user who takes it.
+  static let squatter: uid_t = 13579
+  static var usual: String { "/tmp/appbox-\(victim)" }
+
+  /// Removes the victim's runtime directories in `/tmp` (an earlier run's).
+  static func clear() {
+    for entry in (try? FileManager.default.contentsOfDirectory(atPath: "/tmp")) ?? []
+    where entry == "appbox-\(victim)" || entry.hasPrefix("appbox-\(victim)-") {
+      try? FileManager.default.removeItem(atPath: "/tmp/" + entry)
+    }
+  }
+
+  /// How the squatter takes `/tmp/appbox-UID`.
+  enum Squat: String, CaseIterable {
+    /// A directory of the squatter's that anyone may write.
+    case directory
+    /// A file.
+    case file
+    /// A symlink to a private directory of the victim's.
+    case symlink
+    /// The victim's own directory, writable by others (who may have put links in it).
+    case writable
+  }
+
+  @Test(
+    "/tmp/appbox-UID taken: the mount uses the owner's own private directory, found by the owner and root, not the squatter's sockets",
+    arguments: Squat.allCases)
+  func squatted(_ squat: Squat) throws {
+    Self.clear()
+    defer { Self.clear() }
+    var target: String?
+    switch squat {
+    case .directory:
+      let made = try OtherUser.run(Self.squatter, ["/bin/mkdir", "-m", "0777", Self.usual])
+      try #require(made.status == 0, "\(made.error)")
+    case .file:
+      let made = try OtherUser.run(Self.squatter, ["/usr/bin/touch", Self.usual])
+      try #require(made.status == 0, "\(made.error)")
+    case .writable:
+      try check(mkdir(Self.usual, 0o777), "mkdir")
+      try check(chmod(Self.usual, 0o777), "chmod")
+      try check(chown(Self.usual, Self.victim, Self.victim), "chown")
+    case .symlink:
+      var template = Array("/tmp/appbox-squat-target-XXXXXX".utf8CString)
+      target = String(cString: try #require(mkdtemp(&template)))
+      try check(chown(target!, Self.victim, Self.victim), "chown")
+      let made = try OtherUser.run(Self.squatter, ["/bin/ln", "-s", target!, Self.usual])
+      try #require(made.status == 0, "\(made.error)")
+    }
+    defer { if let target { try? FileManager.default.removeItem(atPath: target) } }
+
+    let mount = try OtherUsersMount(uid: Self.victim, arguments: ["--unlocked", "--grace", "0"])
+    let socketName = ControlFiles.name(for: mount.mountpoint, "sock")
+    let fallbacks = try FileManager.default.contentsOfDirectory(atPath: "/tmp").filter {
+      $0.hasPrefix("appbox-\(Self.victim)-")
+    }
+    #expect(fallbacks.count == 1, "\(fallbacks)")
+    let fallback = "/tmp/" + (fallbacks.first ?? "?")
+    let st = try statPath(fallback)
+    #expect(st.st_uid == Self.victim && st.st_mode & 0o777 == 0o700, "\(fallback): \(st.st_uid) \(st.st_mode)")
+    #expect(FileManager.default.fileExists(atPath: fallback + "/" + socketName))
+
+    // The squatter's fake daemons, where the squatter may write: in the directory it took,
+    // and in a directory named like a fallback.
+    var fakes: [FakeControlServer] = []
+    let reply = #"{"ok":true,"state":"LOCKED","files":0,"bytes":0}"#
+    if squat == .directory {
+      fakes.append(try FakeControlServer(uid: Self.squatter, socket: Self.usual + "/" + socketName, reply: reply))
+    }
+    let planted = "/tmp/appbox-\(Self.victim)-aaaaaa/" + socketName
+    fakes.append(try FakeControlServer(uid: Self.squatter, socket: planted, reply: reply))
+    defer { fakes.forEach { $0.stop() } }
+
+    // The owner controls the mount.
+    let lock = try OtherUser.run(Self.victim, [Command.appbox, "lock", mount.mountpoint])
+    #expect(lock.status == 0, "\(lock.error)")
+    #expect(try OtherUser.deviceState(Self.victim, mount.mountpoint) == "LOCKED")
+    // Root finds the owner's daemon too, not the fakes.
+    let unlock = try Command.run(Command.appbox, ["unlock", mount.mountpoint])
+    #expect(unlock.status == 0, "\(unlock.error)")
+    #expect(try OtherUser.deviceState(Self.victim, mount.mountpoint) == "UNLOCKED")
+    let status = try Command.run(Command.appbox, ["status", "--json", mount.mountpoint])
+    #expect(status.status == 0 && status.output.contains(mount.backing), "\(status.error)")
+    let unmount = try Command.run(Command.appbox, ["unmount", mount.mountpoint])
+    #expect(unmount.status == 0, "\(unmount.error)")
+    #expect(!MountFixture.isMounted(mount.mountpoint))
+  }
+}
