@@ -60,6 +60,12 @@ public struct FuseConfiguration: Sendable {
     // daemon applies it as a local filesystem does, not under a default ACL
     // (Caller.asCreator).
     want |= capable & cfuse_cap_dont_mask()
+    // POSIX ACLs count in permission checks (default_permissions checks mode bits alone
+    // otherwise: an ACL entry that denies a user or narrows a group on the backing
+    // directory would not deny them on the mount). The kernel then asks for an inode's
+    // access ACL (getxattr) when a caller other than the owner needs the group class, and
+    // caches it with the attributes; it drops both after each ACL write of its own.
+    want |= capable & cfuse_cap_posix_acl()
     // File handles (name_to_handle_at, NFS exports) outlive the kernel's inode: it looks a
     // forgotten node up again as "." in it, and a directory's parent as "..".
     want |= capable & cfuse_cap_export_support()
