@@ -51,6 +51,8 @@ static inline void cfuse_fi_set_keep_cache(struct fuse_file_info *fi, int on) { 
 static inline void cfuse_fi_set_direct_io(struct fuse_file_info *fi, int on) { fi->direct_io = on ? 1 : 0; }
 static inline void cfuse_fi_set_noflush(struct fuse_file_info *fi, int on) { fi->noflush = on ? 1 : 0; }
 static inline void cfuse_fi_set_cache_readdir(struct fuse_file_info *fi, int on) { fi->cache_readdir = on ? 1 : 0; }
+/// A write request's: whether it is the kernel's writeback of cached pages (FUSE_WRITE_CACHE).
+static inline int cfuse_fi_writepage(const struct fuse_file_info *fi) { return fi->writepage; }
 
 /// Reads up to this many bytes are copied (pread, then one write to the device): for small
 /// reads that is two system calls where splicing takes three and a pipe.

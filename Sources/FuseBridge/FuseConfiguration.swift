@@ -80,7 +80,13 @@ public struct FuseConfiguration: Sendable {
     conn.pointee.max_write = maxWrite
     conn.pointee.max_read = maxRead
     conn.pointee.max_readahead = min(maxReadahead, conn.pointee.max_readahead)
-    conn.pointee.max_background = 64
+    // Background requests in flight at once: readahead, and asynchronous direct I/O,
+    // whose writes may wait for stale pages to be dropped (StalePageDrops) while readahead
+    // of those pages waits for room; 64 let a 128-deep direct-write loop beside buffered
+    // readers fill it, stalling a second at a time. Readahead still counts as congested
+    // from `congestion_threshold` on, as before. (An ordinary user's daemon gets at most
+    // the kernel's max_user_bgreq, thousands on most machines.)
+    conn.pointee.max_background = 1024
     conn.pointee.congestion_threshold = 48
   }
 }
