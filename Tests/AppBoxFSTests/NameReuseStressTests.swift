@@ -156,7 +156,7 @@ struct NameReuseStressTests {
   }
 
   @Test(
-    "special files with several links unlinked and their names made again, from four threads", .timeLimit(.minutes(2)))
+    "special files with several links unlinked and their names made again, from four threads", .timeLimit(.minutes(10)))
   func specialFilesAndDirectories() throws {
     let box = try Sandbox()
     for domain in ["Documents", "tmp"] {
@@ -185,7 +185,7 @@ struct NameReuseStressTests {
   }
 
   @Test(
-    "a file looked up while its last lookup is being forgotten keeps its node id", .timeLimit(.minutes(2)),
+    "a file looked up while its last lookup is being forgotten keeps its node id", .timeLimit(.minutes(10)),
     .enabled(if: geteuid() == 0, "retaining forgotten nodes needs CAP_DAC_READ_SEARCH"),
     arguments: [S_IFSOCK, S_IFREG])
   func lookupRacingForget(_ type: mode_t) throws {
