@@ -17,13 +17,13 @@ import Synchronization
 /// worker waiting so, the read would never be answered (tried: a 4 KiB asynchronous
 /// direct-write loop beside buffered readers hung the mount for good, the workers
 /// unkillable). So the worker hands the reply over and goes back to reading; this thread
-/// drops the pages of the writes waiting (one notification per file), then replies. It waits only for reads
-/// the workers answer, unless the kernel has no room left to send them: its background
-/// requests (readahead, asynchronous direct writes; `FuseConfiguration` allows 1024 at
-/// once) may all be writes waiting here. After ``lapseAfter`` without progress, the writes
-/// waiting are answered without their pages dropped (counted as lapsed, logged): their
-/// replies free the kernel's room, the reads go out, and the invalidations finish after
-/// all.
+/// drops the pages of the writes waiting (one notification per file), then replies. It
+/// waits only for reads the workers answer, unless the kernel has no room left to send
+/// them: its background requests (readahead, asynchronous direct writes;
+/// `FuseConfiguration` allows 1024 at once) may all be writes waiting here. After
+/// ``lapseAfter`` without progress, the writes waiting are answered without their pages
+/// dropped (counted as lapsed, logged): their replies free the kernel's room, the reads go
+/// out, and the invalidations finish after all.
 ///
 /// A request taken from an io_uring entry can only be answered by the worker that owns
 /// the entry, before its handler returns: that worker waits here instead
@@ -37,7 +37,8 @@ final class StalePageDrops: Sendable {
   /// Seconds one invalidation may hold the replies waiting behind it.
   static let lapseAfter = 1.0
 
-  /// Replies and invalidations so far (one session per process).
+  /// Writes answered after their stale pages went, and those answered before (lapsed),
+  /// so far (one session per process).
   static let dropped = Atomic<UInt64>(0)
   static let lapsed = Atomic<UInt64>(0)
 
@@ -114,7 +115,8 @@ final class StalePageDrops: Sendable {
     if enqueue(.wake(waiter), node: node, pages: pages, queue: queue, entries: entries) { waiter.wait() }
   }
 
-  /// Queues a job; false when the thread does not run (then nothing waits).
+  /// Queues a job; false when its write must be answered now: the thread does not run,
+  /// or the write came on the last free entry of its io_uring queue (its pages still go).
   private func enqueue(_ answer: Answer, node: NodeID, pages: Range<Int64>, queue: Int, entries: Int) -> Bool {
     let (queued, lastEntry) = state.withLock { state -> (Bool, Bool) in
       guard state.running, !state.stopping else { return (false, false) }
