@@ -55,6 +55,12 @@ final class Inode: Sendable {
   /// Unix second of the last use through the mount, to touch the purge catalog at most
   /// once a second per file.
   let lastTouch = Atomic<UInt32>(0)
+  /// Set before the first read the daemon serves on a handle that is not passthrough:
+  /// from then on the kernel's page cache of the file may hold pages the daemon read, which
+  /// a direct write makes stale (``SandboxFilesystem/write(_:node:handle:data:offset:)``).
+  /// Only page-cache fills (buffered reads, readahead, faults of a mapping) come as such
+  /// reads; a file written past the cache and never read that way needs no dropping.
+  let mayHaveCachedPages = Atomic<Bool>(false)
   /// Set when a purge removed the file: its getattr and open answer ESTALE where the
   /// kernel still has it cached (until the kernel's entry is invalidated), so the kernel
   /// looks the name up again.

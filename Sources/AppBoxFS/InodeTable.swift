@@ -178,71 +178,115 @@ final class InodeTable: Sendable {
       Sys.close(fd)
       return expected == nil || expected == .root ? root : nil
     }
-    // Whether a retained node is this file: checked outside the lock (a system call).
+    // Whether a retained node is this file is told by the backing file's handle, a
+    // system call made outside the lock: asked for when the key turns out retained, and
+    // the table looked at again afterwards (the node may have been dropped, or taken again,
+    // meanwhile; and a node held a moment ago may be retained by now: a forget racing this
+    // lookup, after which the file must get its node id back).
     var known = handle
-    if known == nil, retainedLimit > 0, state.withLock({ s in s.byKey[key].map { s.slots[Int($0)] == nil } ?? false }) {
-      known = try? Sys.inodeHandle(fd)
+    var askedForHandle = handle != nil || retainedLimit == 0
+    while true {
+      let outcome = state.withLock { state -> Remembered in
+        var slot = state.byKey[key]
+        if let existing = slot, state.slots[Int(existing)] == nil {
+          guard askedForHandle else { return .needsHandle }
+          if state.retained[Int(existing)].handle != known {
+            state.drop(existing, device: key.device)  // another file under a reused inode number
+            slot = nil
+          }
+        }
+        if let expected, slot.map({ state.node($0) }) != expected { return .found(nil, duplicate: true) }
+        if let slot, let existing = state.slots[Int(slot)] {
+          existing.lookups.add(1, ordering: .relaxed)
+          existing.found(in: parent, as: name)
+          return .found(existing, duplicate: true)
+        }
+        let taken: Int32
+        if let slot {
+          state.unlink(slot)  // retained: the same node again
+          taken = slot
+        } else {
+          taken = state.allocate()
+          state.byKey[key] = taken
+        }
+        let created = Inode(
+          node: state.node(taken), fd: fd, attributes: attributes, fixed: fixed, domain: domain, lookups: 1,
+          origin: (parent, name.bytes))
+        state.slots[Int(taken)] = created
+        state.heldCount += 1
+        held.store(state.heldCount, ordering: .relaxed)
+        return .found(created, duplicate: false)
+      }
+      switch outcome {
+      case .needsHandle:
+        // Absent means "not the retained file": its node is dropped and the file gets a
+        // new one (handles of the old one go stale), never another file's.
+        known = try? Sys.inodeHandle(fd)
+        askedForHandle = true
+      case .found(let inode, let duplicate):
+        if duplicate { Sys.close(fd) }
+        return inode
+      }
     }
-    let (inode, duplicate) = state.withLock { state -> (Inode?, Bool) in
-      var slot = state.byKey[key]
-      if let existing = slot, state.slots[Int(existing)] == nil, state.retained[Int(existing)].handle != known {
-        state.drop(existing, device: key.device)  // another file under a reused inode number
-        slot = nil
-      }
-      if let expected, slot.map({ state.node($0) }) != expected { return (nil, true) }
-      if let slot, let existing = state.slots[Int(slot)] {
-        existing.lookups.add(1, ordering: .relaxed)
-        existing.found(in: parent, as: name)
-        return (existing, true)
-      }
-      let taken: Int32
-      if let slot {
-        state.unlink(slot)  // retained: the same node again
-        taken = slot
-      } else {
-        taken = state.allocate()
-        state.byKey[key] = taken
-      }
-      let created = Inode(
-        node: state.node(taken), fd: fd, attributes: attributes, fixed: fixed, domain: domain, lookups: 1,
-        origin: (parent, name.bytes))
-      state.slots[Int(taken)] = created
-      state.heldCount += 1
-      held.store(state.heldCount, ordering: .relaxed)
-      return (created, false)
-    }
-    if duplicate { Sys.close(fd) }
-    return inode
+  }
+
+  /// What one look at the table in ``remember(fd:attributes:fixed:domain:parent:name:handle:expected:)`` found.
+  private enum Remembered {
+    /// The key is retained: the file's handle must be compared with the retained one.
+    case needsHandle
+    /// The inode (nil: not the expected node id); `duplicate`: `fd` is not kept.
+    case found(Inode?, duplicate: Bool)
   }
 
   /// Takes `count` lookups away; the inode is dropped (and its descriptor closed) at zero.
-  /// - Parameter retaining: what to keep of the node if this drops it (nil: nothing, its
-  ///   handles go stale at once).
+  /// - Parameter record: what to keep of the node if this drops it (nil: nothing, its
+  ///   handles go stale at once); asked for, outside the lock (it makes system calls), only
+  ///   when the count is about to reach zero, and the count is looked at again afterwards,
+  ///   since a lookup may have come meanwhile.
   /// - Returns: the inode, if this dropped it (its descriptor closes when it is released).
   @discardableResult
-  func forget(_ node: NodeID, count: UInt64, retaining: Retained? = nil) -> Inode? {
+  func forget(_ node: NodeID, count: UInt64, retaining record: (Inode) -> Retained? = { _ in nil }) -> Inode? {
     guard node != .root else { return nil }
     let inode = self.inode(node)
-    let dropped: Inode? = state.withLock { state in
-      let before = inode.lookups.load(ordering: .relaxed)
-      precondition(before >= count, "kernel forgot \(count) lookups of a node holding \(before)")
-      inode.lookups.store(before - count, ordering: .relaxed)
-      guard before == count else { return nil }
-      let slot = state.slot(of: node)!
-      state.slots[Int(slot)] = nil
-      state.heldCount -= 1
-      held.store(state.heldCount, ordering: .relaxed)
-      if let retaining, retainedLimit > 0, inode.key.device == root.key.device {
-        state.retained[Int(slot)] = retaining
-        state.link(slot)
-        while state.retainedCount > retainedLimit { state.drop(state.oldest, device: root.key.device) }
-      } else {
-        state.byKey.removeValue(forKey: inode.key)
-        state.free.append(slot)
+    let retainable = retainedLimit > 0 && inode.key.device == root.key.device
+    var retaining: Retained??  // nil: not asked for yet
+    while true {
+      let outcome = state.withLock { state -> Forgotten in
+        let before = inode.lookups.load(ordering: .relaxed)
+        precondition(before >= count, "kernel forgot \(count) lookups of a node holding \(before)")
+        if before == count, retainable, retaining == nil { return .needsRecord }
+        inode.lookups.store(before - count, ordering: .relaxed)
+        guard before == count else { return .kept }
+        let slot = state.slot(of: node)!
+        state.slots[Int(slot)] = nil
+        state.heldCount -= 1
+        held.store(state.heldCount, ordering: .relaxed)
+        if let retaining = retaining ?? nil {
+          state.retained[Int(slot)] = retaining
+          state.link(slot)
+          while state.retainedCount > retainedLimit { state.drop(state.oldest, device: root.key.device) }
+        } else {
+          state.byKey.removeValue(forKey: inode.key)
+          state.free.append(slot)
+        }
+        return .dropped
       }
-      return inode
+      switch outcome {
+      case .needsRecord: retaining = .some(record(inode))
+      case .kept: return nil
+      case .dropped: return inode  // released by the caller, outside the lock
+      }
     }
-    return dropped  // released by the caller, outside the lock
+  }
+
+  /// What one look at the table in ``forget(_:count:retaining:)`` found.
+  private enum Forgotten {
+    /// The node is about to be dropped and may be retained: its record is needed first.
+    case needsRecord
+    /// Lookups are left.
+    case kept
+    /// The node was dropped (and retained if it had a record).
+    case dropped
   }
 
   /// The inode of a backing inode number, if the kernel holds it.

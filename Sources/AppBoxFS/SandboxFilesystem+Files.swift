@@ -211,12 +211,18 @@ extension SandboxFilesystem {
     }
   }
 
-  /// `read`: replies straight from the backing descriptor.
+  /// `read`: replies straight from the backing descriptor. Before the first one that may
+  /// fill the kernel's page cache, the file is marked as having cached pages (sequentially
+  /// consistent: a direct write that reads the mark after its backing write sees it if
+  /// this read's backing read came first, see ``write(_:node:handle:data:offset:)``).
   public func read(_ ctx: Caller, node: NodeID, handle: FileHandle, count: Int, offset: off_t) throws(Errno)
     -> ReadData
   {
     let inode = inodes.inode(node)
     try check(.handleIO, inode)
+    if HandleKind(handle: handle) != .passthrough, !inode.mayHaveCachedPages.load(ordering: .relaxed) {
+      inode.mayHaveCachedPages.store(true, ordering: .sequentiallyConsistent)
+    }
     touch(inode)
     if inode.domain == .caches { purgeCost.cacheReads.add(1, ordering: .relaxed) }
     return .file(fd: Int32(truncatingIfNeeded: handle.rawValue), offset: offset, count: count)
@@ -224,8 +230,17 @@ extension SandboxFilesystem {
 
   /// `write_buf`: within the quota (purging tmp and Caches first if needed); a write that
   /// only partly fits is shortened, one that does not fit at all is ENOSPC.
+  ///
+  /// A direct write (`O_DIRECT`) reaches the daemon after the kernel has dropped the
+  /// cached pages of its range; a buffered reader may fill them again, with what the
+  /// backing file held before this write, in between. For an asynchronous write the kernel
+  /// drops nothing after it completes, and the reader's next `read` would be served those
+  /// old bytes. So the reply names the written range as stale pages, which the driver drops
+  /// before replying, when the file's page cache may hold pages at all
+  /// (``Inode/mayHaveCachedPages``). Handles that join passthrough are left out: while a
+  /// file is open that way the kernel caches none of its pages.
   public func write(_ ctx: Caller, node: NodeID, handle: FileHandle, data: some WriteData, offset: off_t) throws(Errno)
-    -> Int
+    -> Written
   {
     let inode = inodes.inode(node)
     try check(.handleIO, inode)
@@ -242,7 +257,11 @@ extension SandboxFilesystem {
     inode.written.store(true, ordering: .relaxed)
     settle(reservation, inode, fd: fd)
     touch(inode)
-    return written
+    let kind = HandleKind(handle: handle)
+    let direct = data.origin == .direct || (data.origin == .buffered && kind == .direct)
+    guard direct, kind != .passthrough, written > 0, inode.mayHaveCachedPages.load(ordering: .sequentiallyConsistent)
+    else { return Written(count: written) }
+    return Written(count: written, stalePages: Int64(offset)..<Int64(offset) + Int64(written))
   }
 
   /// Before `ctx` changes a file's data (write, truncate, `O_TRUNC` open, fallocate,

@@ -83,13 +83,12 @@ extension SandboxFilesystem {
     return entry(inode, attributes)
   }
 
-  /// What to retain of `node` if forgetting `count` lookups drops it: its backing
-  /// file's handle, unless the file was removed or purged (its handles are stale then).
-  func retainedRecord(_ node: NodeID, dropping count: UInt64) -> InodeTable.Retained? {
-    guard inodes.retainedLimit > 0, node != .root else { return nil }
-    let inode = inodes.inode(node)
-    guard inode.lookups.load(ordering: .relaxed) == count, !inode.purged.load(ordering: .relaxed),
-      let attributes = try? Sys.fstat(inode.fd), attributes.st_nlink > 0,
+  /// What to retain of `inode`, which a forget is about to drop: its backing file's
+  /// handle, unless the file was removed or purged (its handles are stale then). Nil also
+  /// when the handle cannot be read: then the node's handles go stale, which is what
+  /// "not retained" means.
+  func retainedRecord(_ inode: Inode) -> InodeTable.Retained? {
+    guard !inode.purged.load(ordering: .relaxed), let attributes = try? Sys.fstat(inode.fd), attributes.st_nlink > 0,
       let handle = try? Sys.inodeHandle(inode.fd)
     else { return nil }
     return InodeTable.Retained(handle: handle, inode: inode.key.inode, domain: inode.domain.rawValue)

@@ -32,8 +32,7 @@ extension SandboxFilesystem {
   /// that what the backing filesystem allocated since (say, at writeback) is charged
   /// before the next lookup starts from a fresh measurement; its handle is retained.
   public func forget(_ node: NodeID, count: UInt64) {
-    let retaining = retainedRecord(node, dropping: count)
-    if let dropped = inodes.forget(node, count: count, retaining: retaining), dropped.isRegularFile {
+    if let dropped = inodes.forget(node, count: count, retaining: retainedRecord), dropped.isRegularFile {
       account(dropped, fd: dropped.fd)
       revocation.disarm(dropped)
     }

@@ -14,6 +14,7 @@ extension SandboxFilesystem {
     let requests =
       "{" + driver.requestCounts.map { JSONText.quoted($0.operation) + ":" + String($0.count) }.joined(separator: ",")
       + "}"
+    let drops = driver.stalePageDrops
     let guarded = revocation.counts
     let purgeCost = purgeCost.jsonObject
     return storage.books.withLock { books in
@@ -60,6 +61,7 @@ extension SandboxFilesystem {
         ),
         ("transport", transport),
         ("requests", requests),
+        ("stalePages", "{\"dropped\":\(drops.dropped),\"lapsed\":\(drops.lapsed)}"),
       ]
       return "{" + fields.map { JSONText.quoted($0.0) + ":" + $0.1 }.joined(separator: ",") + "}"
     }

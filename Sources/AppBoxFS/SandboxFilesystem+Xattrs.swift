@@ -13,6 +13,16 @@ import SandboxPolicy
 // (`AppBoxAttribute`) are checked and interpreted here; other `user.appbox.` names are
 // refused (EPERM). Attributes are metadata: never refused for the lock state, except
 // changing a class, which needs the current class to be accessible.
+//
+// POSIX ACLs (`system.posix_acl_access`, `system.posix_acl_default`) are stored on the
+// backing file, which keeps the mode in step with an access ACL. They are written with the
+// caller's filesystem credentials, so that the backing filesystem clears set-group-ID as
+// it would for the caller (ext4 does when the caller is neither in the file's group nor
+// privileged; the daemon, as root, would keep it). The kernel caches a node's attributes,
+// the mode among them, for 60 s: it drops them after an ACL write itself when it handles
+// ACLs (FUSE_POSIX_ACL, which the bridge asks for), and so that no kernel shows an old
+// mode, every ACL write also invalidates them before its reply (docs/reference.md,
+// "Compared with ext4").
 
 extension SandboxFilesystem {
   /// Runs `body` with the NUL-terminated backing name of `name`.
@@ -53,6 +63,12 @@ extension SandboxFilesystem {
         try setOwn(attribute, of: inode, to: Array(value), flags: flags)
       }
     }
+    if Self.isPOSIXACL(name) {
+      try changingAttributes(inode, valueBytes: value.count + name.count) { () throws(Errno) in
+        try ctx.asCaller { () throws(Errno) in try Xattr.set(inode.fd, name.cString, value, flags: flags) }
+      }
+      return aclChanged(node)
+    }
     try changingAttributes(inode, valueBytes: value.count + name.count) { () throws(Errno) in
       try withBackingXattrName(name) { (p) throws(Errno) in try Xattr.set(inode.fd, p, value, flags: flags) }
     }
@@ -92,9 +108,33 @@ extension SandboxFilesystem {
     if let attribute = AppBoxAttribute(name: name) {
       return try changingAttributes(inode, valueBytes: 0) { () throws(Errno) in try removeOwn(attribute, of: inode) }
     }
+    if Self.isPOSIXACL(name) {
+      try changingAttributes(inode, valueBytes: 0) { () throws(Errno) in
+        try ctx.asCaller { () throws(Errno) in try Xattr.remove(inode.fd, name.cString) }
+      }
+      return aclChanged(node)
+    }
     try changingAttributes(inode, valueBytes: 0) { () throws(Errno) in
       try withBackingXattrName(name) { (p) throws(Errno) in try Xattr.remove(inode.fd, p) }
     }
+  }
+
+  // MARK: POSIX ACLs
+
+  /// The attributes that hold POSIX ACLs: an access ACL (which also sets the mode's
+  /// permission bits) and a directory's default ACL.
+  static let posixACLNames: [[UInt8]] = ["system.posix_acl_access", "system.posix_acl_default"].map { Array($0.utf8) }
+
+  /// Whether `name` is one of ``posixACLNames``.
+  static func isPOSIXACL(_ name: FileName) -> Bool {
+    posixACLNames.contains { name.count == $0.count && name.elementsEqual($0) }
+  }
+
+  /// After an ACL write on `node`: the kernel's cached attributes (the mode above all) are
+  /// dropped before the reply, so the next `stat` asks again. Attributes only: that takes
+  /// no lock the kernel holds for this request (see ``KernelNotifier/invalidateAttributes(_:)``).
+  private func aclChanged(_ node: NodeID) {
+    notifier.withLock { $0 }?.invalidateAttributes(node)
   }
 
   // MARK: AppBox's own attributes

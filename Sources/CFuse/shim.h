@@ -43,6 +43,7 @@ static inline unsigned cfuse_cap_cache_symlinks(void) { return FUSE_CAP_CACHE_SY
 static inline unsigned cfuse_cap_auto_inval_data(void) { return FUSE_CAP_AUTO_INVAL_DATA; }
 static inline unsigned cfuse_cap_dont_mask(void) { return FUSE_CAP_DONT_MASK; }
 static inline unsigned cfuse_cap_export_support(void) { return FUSE_CAP_EXPORT_SUPPORT; }
+static inline unsigned cfuse_cap_posix_acl(void) { return FUSE_CAP_POSIX_ACL; }
 
 /// fuse_file_info's flag members are bitfields, which Swift imports but cannot take
 /// part-wise on every toolchain; set them here.
@@ -50,6 +51,8 @@ static inline void cfuse_fi_set_keep_cache(struct fuse_file_info *fi, int on) { 
 static inline void cfuse_fi_set_direct_io(struct fuse_file_info *fi, int on) { fi->direct_io = on ? 1 : 0; }
 static inline void cfuse_fi_set_noflush(struct fuse_file_info *fi, int on) { fi->noflush = on ? 1 : 0; }
 static inline void cfuse_fi_set_cache_readdir(struct fuse_file_info *fi, int on) { fi->cache_readdir = on ? 1 : 0; }
+/// A write request's: whether it is the kernel's writeback of cached pages (FUSE_WRITE_CACHE).
+static inline int cfuse_fi_writepage(const struct fuse_file_info *fi) { return fi->writepage; }
 
 /// Reads up to this many bytes are copied (pread, then one write to the device): for small
 /// reads that is two system calls where splicing takes three and a pipe.

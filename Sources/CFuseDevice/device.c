@@ -325,6 +325,10 @@ void cfuse_device_refuse_uring(const char *reason) {
 
 unsigned cfuse_device_negotiated(void) { return atomic_load(&device_state.negotiated); }
 
+int cfuse_device_ring_queue(void) { return cfuse_uring_serving_queue(); }
+
+unsigned cfuse_device_ring_entries(void) { return cfuse_uring_workers_per_queue(); }
+
 bool cfuse_device_uring_planned(void) {
   uint64_t offered = atomic_load(&device_state.offered);
   return cfuse_uring_prepared() && (offered & FUSE_FLAG_OVER_IO_URING) && (offered & FUSE_FLAG_INIT_EXT);

@@ -418,6 +418,10 @@ void cfuse_uring_start(void) {
 
 bool cfuse_uring_serving(void) { return serving != NULL; }
 
+int cfuse_uring_serving_queue(void) { return serving != NULL ? (int)serving->qid : -1; }
+
+unsigned cfuse_uring_workers_per_queue(void) { return WORKERS_PER_QUEUE; }
+
 ssize_t cfuse_uring_answer(uint64_t unique, const struct iovec *iov, int count) {
   struct worker *w = serving;
   if (w == NULL || w->answered || unique != w->unique || count < 1 || iov[0].iov_len != OUT_HEADER_SIZE) return -1;

@@ -32,6 +32,11 @@ void cfuse_uring_start(void);
 /// Whether the calling thread is serving a request taken from a ring.
 bool cfuse_uring_serving(void);
 
+/// The queue (CPU) of the ring request the calling thread serves, or -1; and how many
+/// workers, each with one entry, a queue has.
+int cfuse_uring_serving_queue(void);
+unsigned cfuse_uring_workers_per_queue(void);
+
 /// If this thread serves the ring request `unique`, answers it with `iov` (a fuse
 /// out header, then the payload) and returns the bytes answered; else returns -1 and
 /// touches nothing.

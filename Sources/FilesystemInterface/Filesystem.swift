@@ -58,8 +58,9 @@ public protocol Filesystem: AnyObject, Sendable {
     throws(Errno) -> (Entry, OpenedFile)
   /// `read`.
   func read(_ ctx: Caller, node: NodeID, handle: FileHandle, count: Int, offset: off_t) throws(Errno) -> ReadData
-  /// `write_buf`: returns how many bytes were written.
-  func write(_ ctx: Caller, node: NodeID, handle: FileHandle, data: some WriteData, offset: off_t) throws(Errno) -> Int
+  /// `write_buf`: returns how many bytes were written, and the pages to drop first.
+  func write(_ ctx: Caller, node: NodeID, handle: FileHandle, data: some WriteData, offset: off_t) throws(Errno)
+    -> Written
   /// `flush` (each close of a descriptor).
   func flush(_ ctx: Caller, node: NodeID, handle: FileHandle) throws(Errno)
   /// `release` (the last close of an open file).

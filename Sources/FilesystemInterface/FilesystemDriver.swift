@@ -18,6 +18,16 @@ public protocol FilesystemDriver: Sendable {
 
   /// How requests reach the daemon.
   var transport: TransportStatus { get }
+
+  /// Direct writes whose replies waited for their stale pages to leave the kernel's cache
+  /// (``Written/stalePages``), and those replied to before it could be done (the kernel
+  /// kept the invalidation waiting too long).
+  var stalePageDrops: (dropped: UInt64, lapsed: UInt64) { get }
+}
+
+extension FilesystemDriver {
+  /// None: a driver without a kernel has no page cache.
+  public var stalePageDrops: (dropped: UInt64, lapsed: UInt64) { (0, 0) }
 }
 
 /// Registers backing files for passthrough opens: an open whose reply carries one is

@@ -67,6 +67,23 @@ public struct OpenedFile {
   }
 }
 
+/// The reply to a write.
+public struct Written: Equatable, Sendable {
+  /// Bytes written.
+  public var count: Int
+  /// Bytes of the file whose pages the kernel may have cached from before this write: a
+  /// direct write that buffered readers of the file raced. The driver drops them from the
+  /// kernel's cache before it replies (and never on the request's own thread, since the
+  /// kernel then waits for the reads in flight on those pages). Nil: nothing to drop.
+  public var stalePages: Range<Int64>?
+
+  /// A reply of `count` bytes; `stalePages` to drop first.
+  public init(count: Int, stalePages: Range<Int64>? = nil) {
+    self.count = count
+    self.stalePages = stalePages
+  }
+}
+
 /// What a read replies with.
 public enum ReadData {
   /// `count` bytes of `fd` from `offset` (the FUSE bridge may splice them).

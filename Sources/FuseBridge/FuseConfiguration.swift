@@ -60,6 +60,12 @@ public struct FuseConfiguration: Sendable {
     // daemon applies it as a local filesystem does, not under a default ACL
     // (Caller.asCreator).
     want |= capable & cfuse_cap_dont_mask()
+    // POSIX ACLs count in permission checks (default_permissions checks mode bits alone
+    // otherwise: an ACL entry that denies a user or narrows a group on the backing
+    // directory would not deny them on the mount). The kernel then asks for an inode's
+    // access ACL (getxattr) when a caller other than the owner needs the group class, and
+    // caches it with the attributes; it drops both after each ACL write of its own.
+    want |= capable & cfuse_cap_posix_acl()
     // File handles (name_to_handle_at, NFS exports) outlive the kernel's inode: it looks a
     // forgotten node up again as "." in it, and a directory's parent as "..".
     want |= capable & cfuse_cap_export_support()
@@ -74,7 +80,13 @@ public struct FuseConfiguration: Sendable {
     conn.pointee.max_write = maxWrite
     conn.pointee.max_read = maxRead
     conn.pointee.max_readahead = min(maxReadahead, conn.pointee.max_readahead)
-    conn.pointee.max_background = 64
+    // Background requests in flight at once: readahead, and asynchronous direct I/O,
+    // whose writes may wait for stale pages to be dropped (StalePageDrops) while readahead
+    // of those pages waits for room; 64 let a 128-deep direct-write loop beside buffered
+    // readers fill it, stalling a second at a time. Readahead still counts as congested
+    // from `congestion_threshold` on, as before. (An ordinary user's daemon gets at most
+    // the kernel's max_user_bgreq, thousands on most machines.)
+    conn.pointee.max_background = 1024
     conn.pointee.congestion_threshold = 48
   }
 }

@@ -11,6 +11,8 @@ import Posix
 final class FilesystemBox {
   let filesystem: any Filesystem
   let configuration: FuseConfiguration
+  /// Replies to writes after their stale pages left the kernel's cache.
+  let stalePages = StalePageDrops()
   init(_ filesystem: any Filesystem, _ configuration: FuseConfiguration) {
     self.filesystem = filesystem
     self.configuration = configuration
@@ -239,9 +241,19 @@ nonisolated func makeOperations() -> fuse_lowlevel_ops {
     do throws(Errno) {
       let written = try filesystem(req).write(
         Caller(req!), node: NodeID(rawValue: ino), handle: FileHandle(rawValue: fi!.pointee.fh),
-        data: FuseWriteData(buffers: buffers!),
+        data: FuseWriteData(buffers: buffers!, file: fi!),
         offset: offset)
-      fuse_reply_write(req, written)
+      if let pages = written.stalePages, case let queue = cfuse_device_ring_queue(), queue >= 0 {
+        // An io_uring entry's request is answered on its worker (see StalePageDrops).
+        box(req).stalePages.drop(
+          pages, of: NodeID(rawValue: ino), queue: Int(queue), entries: Int(cfuse_device_ring_entries()))
+        fuse_reply_write(req, written.count)
+      } else if let pages = written.stalePages {
+        // Not on this thread, which reads requests (see StalePageDrops).
+        box(req).stalePages.reply(req!, count: written.count, node: NodeID(rawValue: ino), after: pages)
+      } else {
+        fuse_reply_write(req, written.count)
+      }
     } catch { reply(req, error) }
   }
   ops.flush = { req, ino, fi in

@@ -35,6 +35,18 @@ extension Caller {
 /// The bytes of a write request, which may sit in memory or in a pipe.
 struct FuseWriteData: WriteData {
   let buffers: UnsafeMutablePointer<fuse_bufvec>
+  let origin: WriteOrigin
+
+  /// The request's bytes; `file` tells where they come from (libfuse copies the write
+  /// request's flags into it: the kernel's writeback bit and the file's open flags).
+  init(buffers: UnsafeMutablePointer<fuse_bufvec>, file: UnsafePointer<fuse_file_info>) {
+    self.buffers = buffers
+    if cfuse_fi_writepage(file) != 0 {
+      origin = .writeback
+    } else {
+      origin = file.pointee.flags & Linux.openDirect != 0 ? .direct : .buffered
+    }
+  }
 
   var count: Int { fuse_buf_size(buffers) }
 

@@ -62,6 +62,9 @@ public final class FuseSession {
   private let box: Unmanaged<FilesystemBox>
   private var mounted = false
   private var watch: Unmanaged<InitializationWatch>?
+  /// False when a thread may still use the session after the loop (see StalePageDrops):
+  /// then it is left, not destroyed.
+  private var drained = true
 
   /// Creates a session for `filesystem` with libfuse `-o` options.
   public init(filesystem: any Filesystem, configuration: FuseConfiguration, options: [String])
@@ -104,6 +107,7 @@ public final class FuseSession {
     }
     guard cfuse_device_install(session, wanted) == 0 else { throw .mountFailed(mountpoint) }
     cfuse_device_set_busy_poll(configuration.busyPollMicroseconds)
+    box.takeUnretainedValue().stalePages.start(notifier: FuseKernelNotifier(session: session))
     box.takeUnretainedValue().filesystem.mounted(notifier: FuseKernelNotifier(session: session))
   }
 
@@ -123,7 +127,9 @@ public final class FuseSession {
       watch.toOpaque())
     guard fuse_set_signal_handlers(session) == 0 else { return -1 }
     defer { fuse_remove_signal_handlers(session) }
-    return cfuse_session_loop_mt(session, configuration.maxIdleThreads, configuration.maxThreads)
+    let result = cfuse_session_loop_mt(session, configuration.maxIdleThreads, configuration.maxThreads)
+    drained = box.takeUnretainedValue().stalePages.stop()  // before the session and its requests go
+    return result
   }
 
   /// How INIT went (after ``run(configuration:whenInitialized:)``: for good).
@@ -144,6 +150,7 @@ public final class FuseSession {
 
   deinit {
     unmount()
+    guard drained else { return }
     fuse_session_destroy(session)
     box.release()
     // The loop has ended: no worker calls the INIT hook any more.

@@ -49,4 +49,8 @@ public struct FuseDriver: FilesystemDriver {
       bufferBytes: inUse == .ioUring ? Int(info.payload) : 0,
       fallbackReason: reason.isEmpty ? nil : reason)
   }
+
+  public var stalePageDrops: (dropped: UInt64, lapsed: UInt64) {
+    (StalePageDrops.dropped.load(ordering: .relaxed), StalePageDrops.lapsed.load(ordering: .relaxed))
+  }
 }

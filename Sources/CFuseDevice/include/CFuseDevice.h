@@ -65,6 +65,12 @@ unsigned cfuse_device_negotiated(void);
 /// offered by the kernel). Replies are then never spliced: they go into the ring's buffers.
 bool cfuse_device_uring_planned(void);
 
+/// The io_uring queue (one per CPU) of the request the calling thread serves, which only
+/// it can answer (before it returns from the handler); -1 when the request did not come
+/// through a ring. A queue has `cfuse_device_ring_entries()` entries, one per worker.
+int cfuse_device_ring_queue(void);
+unsigned cfuse_device_ring_entries(void);
+
 /// How requests reach the daemon.
 enum { CFUSE_TRANSPORT_DEV_FUSE = 0, CFUSE_TRANSPORT_IO_URING = 1 };
 

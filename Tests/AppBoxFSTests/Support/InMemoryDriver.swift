@@ -29,6 +29,8 @@ final class RecordingNotifier: KernelNotifier {
     case invalidateEntry(parent: NodeID, name: [UInt8])
     case delete(parent: NodeID, child: NodeID, name: [UInt8])
     case invalidateInode(NodeID)
+    /// Attributes only (a negative offset).
+    case invalidateAttributes(NodeID)
   }
 
   private let recorded = Mutex<[Call]>([])
@@ -41,7 +43,7 @@ final class RecordingNotifier: KernelNotifier {
     calls.compactMap {
       switch $0 {
       case .invalidateEntry(_, let name), .delete(_, _, let name): String(decoding: name, as: UTF8.self)
-      case .invalidateInode: nil
+      case .invalidateInode, .invalidateAttributes: nil
       }
     }
   }
@@ -57,7 +59,7 @@ final class RecordingNotifier: KernelNotifier {
   }
 
   func invalidateInode(_ node: NodeID, offset: Int64, length: Int64) -> Int32 {
-    recorded.withLock { $0.append(.invalidateInode(node)) }
+    recorded.withLock { $0.append(offset < 0 ? .invalidateAttributes(node) : .invalidateInode(node)) }
     return 0
   }
 }

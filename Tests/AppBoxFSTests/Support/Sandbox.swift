@@ -84,9 +84,10 @@ final class Sandbox {
     return (node, try fs.open(Self.root, node: node, flags: flags).handle)
   }
 
-  /// `write` of `bytes` at `offset`.
+  /// `write` of `bytes` at `offset`: the bytes written.
   func write(_ file: (node: NodeID, handle: FileHandle), _ bytes: [UInt8], at offset: off_t = 0) throws(Errno) -> Int {
     try fs.write(Self.root, node: file.node, handle: file.handle, data: ByteWriteData(bytes: bytes), offset: offset)
+      .count
   }
 
   /// `read` of up to `count` bytes at `offset`, as the bridge would splice them.
