@@ -81,13 +81,15 @@ public final class ProtectedDataMonitor: Sendable {
     guard let container else { return }
     watch.withLock { watch in
       guard watch.source == .none else { return }
-      if let eventLog,
-        let follower = try? EventLogFollower(
-          path: eventLog, queue: queue, handle: { [weak self] change in self?.post(change) })
-      {
-        watch.follower = follower
-        watch.source = .eventLog
-        return
+      if let eventLog {
+        do {
+          watch.follower = try EventLogFollower(
+            path: eventLog, queue: queue, handle: { [weak self] change in self?.post(change) })
+          watch.source = .eventLog
+          return
+        } catch {
+          // No inotify instance or watch left, the log gone, or a newer format: polled.
+        }
       }
       watch.last = container.deviceState
       let timer = DispatchSource.makeTimerSource(queue: queue)
