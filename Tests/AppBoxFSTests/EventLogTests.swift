@@ -73,7 +73,8 @@ struct EventLogTests {
     #expect(reader.headers[1].segment == reader.headers[0].segment + 1)
     // Nothing else of the log is left beside it.
     let directory = String(box.eventsPath[..<box.eventsPath.lastIndex(of: "/")!])
-    #expect(TestFiles.entries(of: directory).filter { $0.contains("events") }.sorted() == ["events.1.jsonl", "events.jsonl"])
+    #expect(
+      TestFiles.entries(of: directory).filter { $0.contains("events") }.sorted() == ["events.1.jsonl", "events.jsonl"])
   }
 
   @Test("a usage sample follows each purge's events, so the usage line drops with the purge")

@@ -38,7 +38,9 @@ struct EventLogFollowerTests {
       log.record(.state(DeviceStateEvent(time: Double(index), change: change)))
       // Other lines between them, as a busy mount writes.
       log.record(
-        .purge(PurgeEvent(time: 0, pathBytes: Array("tmp/x\(index)".utf8), bytes: 1, domain: .tmp, reason: .age, lastUse: 0)))
+        .purge(
+          PurgeEvent(time: 0, pathBytes: Array("tmp/x\(index)".utf8), bytes: 1, domain: .tmp, reason: .age, lastUse: 0))
+      )
       // Never more than a segment ahead of the follower (it reads the previous segment
       // when it is one rotation behind; two behind, a segment is gone).
       if index % 8 == 7 {
@@ -53,7 +55,8 @@ struct EventLogFollowerTests {
     while changes.all.count < expected.count && Date() < deadline { usleep(10_000) }
     let seen = changes.all
     let difference = seen.indices.first { $0 >= expected.count || seen[$0] != expected[$0] }
-    #expect(seen.count == expected.count && difference == nil, "\(seen.count) seen; first difference at \(difference ?? -1)")
+    #expect(
+      seen.count == expected.count && difference == nil, "\(seen.count) seen; first difference at \(difference ?? -1)")
   }
 
   @Test("a log whose header names a newer format is not followed")
@@ -61,7 +64,8 @@ struct EventLogFollowerTests {
     let directory = try Sys.makeTemporaryDirectory(prefix: "/tmp/appbox-follower.")
     defer { _ = try? FileManager.default.removeItem(atPath: directory) }  // best effort
     let path = directory + "/log.jsonl"
-    try Sys.replaceFile(path, with: Array(#"{"type":"log","version":2,"mount":"x","time":1,"segment":0}"#.utf8) + [0x0A], mode: 0o600)
+    try Sys.replaceFile(
+      path, with: Array(#"{"type":"log","version":2,"mount":"x","time":1,"segment":0}"#.utf8) + [0x0A], mode: 0o600)
     #expect(throws: EventLogFollower.Refusal.newerVersion(2)) {
       _ = try EventLogFollower(path: path, queue: DispatchQueue(label: "follower")) { _ in }
     }
