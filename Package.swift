@@ -65,6 +65,8 @@ let package = Package(
     .executableTarget(
       name: "purge-catalog-bench", dependencies: ["SandboxPolicy"], path: "bench/purge-catalog",
       exclude: ["README.md"]),
+    .executableTarget(
+      name: "event-encoding-bench", dependencies: ["AppBoxEvents", "SandboxPolicy"], path: "bench/event-encoding"),
     .testTarget(name: "SandboxPolicyTests", dependencies: ["SandboxPolicy"]),
     .testTarget(name: "AppBoxEventsTests", dependencies: ["AppBoxEvents", "SandboxPolicy"]),
     .testTarget(

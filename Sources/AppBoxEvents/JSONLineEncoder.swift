@@ -36,12 +36,36 @@ final class JSONLineWriter {
 
   init() { bytes.reserveCapacity(192) }
 
-  /// Starts a member: the separator and the quoted key with its colon.
+  /// Starts a member: the separator and the quoted key with its colon. Keys are the
+  /// events' own coding keys: ASCII letters, nothing to escape.
   func key(_ name: String) {
     if members > 0 { bytes.append(UInt8(ascii: ",")) }
     members += 1
-    string(name)
+    bytes.append(UInt8(ascii: "\""))
+    bytes.append(contentsOf: name.utf8)
+    bytes.append(UInt8(ascii: "\""))
     bytes.append(UInt8(ascii: ":"))
+  }
+
+  /// An integer's decimal digits, written in place.
+  func integer(_ value: Int64) {
+    if value < 0 { bytes.append(UInt8(ascii: "-")) }
+    integer(magnitude: value.magnitude)
+  }
+
+  /// A non-negative integer's decimal digits, written in place.
+  func integer(magnitude value: UInt64) {
+    var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)  // up to 20 digits
+    var count = 0
+    var rest = value
+    withUnsafeMutableBytes(of: &digits) { buffer in
+      repeat {
+        buffer[count] = UInt8(ascii: "0") + UInt8(truncatingIfNeeded: rest % 10)
+        rest /= 10
+        count += 1
+      } while rest > 0
+      for index in stride(from: count - 1, through: 0, by: -1) { bytes.append(buffer[index]) }
+    }
   }
 
   /// A JSON string, escaped as ``JSONText/quoted(_:)`` escapes it: `"` and `\` with a
@@ -120,23 +144,28 @@ struct KeyedLineContainer<Key: CodingKey>: KeyedEncodingContainerProtocol {
     writer.raw(JSONText.number(value))
   }
   mutating func encode(_ value: Float, forKey key: Key) throws { try encode(Double(value), forKey: key) }
-  mutating func encode(_ value: Int, forKey key: Key) throws { integer(value, key) }
-  mutating func encode(_ value: Int8, forKey key: Key) throws { integer(value, key) }
-  mutating func encode(_ value: Int16, forKey key: Key) throws { integer(value, key) }
-  mutating func encode(_ value: Int32, forKey key: Key) throws { integer(value, key) }
-  mutating func encode(_ value: Int64, forKey key: Key) throws { integer(value, key) }
-  mutating func encode(_ value: UInt, forKey key: Key) throws { integer(value, key) }
-  mutating func encode(_ value: UInt8, forKey key: Key) throws { integer(value, key) }
-  mutating func encode(_ value: UInt16, forKey key: Key) throws { integer(value, key) }
-  mutating func encode(_ value: UInt32, forKey key: Key) throws { integer(value, key) }
-  mutating func encode(_ value: UInt64, forKey key: Key) throws { integer(value, key) }
+  mutating func encode(_ value: Int, forKey key: Key) throws { signed(Int64(value), key) }
+  mutating func encode(_ value: Int8, forKey key: Key) throws { signed(Int64(value), key) }
+  mutating func encode(_ value: Int16, forKey key: Key) throws { signed(Int64(value), key) }
+  mutating func encode(_ value: Int32, forKey key: Key) throws { signed(Int64(value), key) }
+  mutating func encode(_ value: Int64, forKey key: Key) throws { signed(value, key) }
+  mutating func encode(_ value: UInt, forKey key: Key) throws { unsigned(UInt64(value), key) }
+  mutating func encode(_ value: UInt8, forKey key: Key) throws { unsigned(UInt64(value), key) }
+  mutating func encode(_ value: UInt16, forKey key: Key) throws { unsigned(UInt64(value), key) }
+  mutating func encode(_ value: UInt32, forKey key: Key) throws { unsigned(UInt64(value), key) }
+  mutating func encode(_ value: UInt64, forKey key: Key) throws { unsigned(value, key) }
   mutating func encode<T: Encodable>(_ value: T, forKey key: Key) throws {
     throw EventEncodingError(description: "\(key.stringValue): a \(T.self) is not a flat JSON value")
   }
 
-  private func integer(_ value: some BinaryInteger, _ key: Key) {
+  private func signed(_ value: Int64, _ key: Key) {
     writer.key(key.stringValue)
-    writer.raw(String(value))
+    writer.integer(value)
+  }
+
+  private func unsigned(_ value: UInt64, _ key: Key) {
+    writer.key(key.stringValue)
+    writer.integer(magnitude: value)
   }
 
   mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type, forKey key: Key)
