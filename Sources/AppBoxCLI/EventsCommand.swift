@@ -23,7 +23,7 @@ extension ControlCommands {
     var list = false
     var id: String?
     var positional: [String] = []
-    var reader = ArgumentReader(arguments, usage: eventsUsage)
+    var reader = ArgumentReader(arguments)
     while let argument = reader.next() {
       switch argument {
       case "--follow", "-f": follow = true
@@ -31,11 +31,12 @@ extension ControlCommands {
       case "--mount-id": id = try reader.value()
       case "--help", "-h": throw CLIError(.success, eventsUsage)
       default:
-        if argument.hasPrefix("-") { throw CLIError(.usage, "unknown option \(argument)\n\(eventsUsage)") }
+        if argument.hasPrefix("-") { throw CLIError(.usage, "unknown option \(argument)") }
         positional.append(argument)
       }
     }
-    guard positional.count == 1, !(list && (follow || id != nil)) else { throw CLIError(.usage, eventsUsage) }
+    guard positional.count == 1 else { throw CLIError(.usage, "give one MOUNTPOINT") }
+    guard !(list && (follow || id != nil)) else { throw CLIError(.usage, "--list takes no --follow or --mount-id") }
     let logs = try MountLogs.find(positional[0], needsCurrent: !list && id == nil)
     if list {
       for log in try logs.directory.logs() {

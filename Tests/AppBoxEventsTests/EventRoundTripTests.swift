@@ -24,7 +24,8 @@ struct EventRoundTripTests {
         CapacityEvent(time: EventSeconds.limit, from: 1 << 20, to: 9_223_372_036_854_775_807, reason: .schedule)),
       .purge(
         PurgeEvent(
-          time: 5e-324, pathBytes: [0xFF, 0xFE, 0x00, 0x22, 0x5C], bytes: .max, domain: .caches, reason: .shrink,
+          time: .leastNonzeroMagnitude, pathBytes: [0xFF, 0xFE, 0x00, 0x22, 0x5C], bytes: .max, domain: .caches,
+          reason: .shrink,
           lastUse: 4_294_967_295)),
       .purgeCost(
         PurgeCostEvent(

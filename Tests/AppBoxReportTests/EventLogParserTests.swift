@@ -123,7 +123,7 @@ struct EventLogParserTests {
   @Test("the whole report over hostile but well-formed values: extreme sums, negative counts, time's ends")
   func extremeValues() {
     var lines: [String] = []
-    for (index, time) in [-1e12, 0, 1e12, 5e-324, 1e12].enumerated() {
+    for (index, time) in [-1e12, 0, 1e12, Double.leastNonzeroMagnitude, 1e12].enumerated() {
       lines.append(
         #"{"type":"usage","time":\#(time),"used":9223372036854775807,"capacity":-9223372036854775808,"caches":0,"tmp":0,"purges":-1,"bytesPurged":9223372036854775807,"noSpace":\#(index % 2 == 0 ? "9223372036854775807" : "-9223372036854775808"),"state":"LOCKED","reason":"interval"}"#
       )
