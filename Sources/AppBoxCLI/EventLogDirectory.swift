@@ -39,13 +39,24 @@ struct EventLogDirectory {
   /// ``retention`` (newest first kept).
   /// - Returns: the mount's id and its log's path.
   func createLog() throws(CLIError) -> (id: String, path: String) {
-    do { try Sys.mkdir(path, 0o700) } catch {
-      if error != .exists { throw CLIError(.osError, "cannot create the event log directory \(path): \(error)") }
-    }
-    let directory = try openDirectory()
-    defer { Sys.close(directory) }
-    for _ in 0..<16 {
-      let id = MountLogID.make(time: Clock.unix(), random: UInt16.random(in: .min ... .max))
+    var newest: String?
+    for _ in 0..<64 {
+      do { try Sys.mkdir(path, 0o700) } catch {
+        if error != .exists { throw CLIError(.osError, "cannot create the event log directory \(path): \(error)") }
+      }
+      let directory: Int32
+      do { directory = try openDirectory() } catch {
+        if error.code == .noInput { continue }  // pruned between the two calls: made again
+        throw error
+      }
+      defer { Sys.close(directory) }
+      if newest == nil {
+        do { newest = try logs().first?.id } catch {
+          if error.code == .noInput { continue }  // pruned meanwhile: made again
+          throw error
+        }
+      }
+      let id = MountLogID.make(time: Clock.unix(), after: newest)
       do {
         let fd = try Sys.openat(
           directory, Self.currentName(id), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
@@ -53,7 +64,8 @@ struct EventLogDirectory {
         removeBeyondRetention(keeping: id)
         return (id, path + "/" + Self.currentName(id))
       } catch {
-        if error != .exists { throw CLIError(.osError, "cannot create an event log in \(path): \(error)") }
+        guard error == .exists else { throw CLIError(.osError, "cannot create an event log in \(path): \(error)") }
+        newest = id  // taken meanwhile: the next one
       }
     }
     throw CLIError(.osError, "cannot find a free name for an event log in \(path)")
@@ -73,10 +85,12 @@ struct EventLogDirectory {
   func removeStale(now: Double = Clock.unix()) {
     let logs: [Log]
     do { logs = try self.logs() } catch { return }  // not ours, or gone: nothing to prune
-    for log in logs where log.modified < now - Self.retention.lifetime { remove(log.id) }
-    if logs.allSatisfy({ $0.modified < now - Self.retention.lifetime }) {
+    let stale = logs.filter { $0.modified < now - Self.retention.lifetime }
+    for log in stale { remove(log.id) }
+    // Only a directory this emptied: an empty one may be a mount's that is starting.
+    if !stale.isEmpty && stale.count == logs.count {
       do { try Sys.unlinkat(AT_FDCWD, path, AT_REMOVEDIR) } catch {
-        // Not empty (a file of another name) or gone: it stays, or is gone already.
+        // A log created meanwhile (not empty), or gone already: either is fine.
       }
     }
   }

@@ -1,12 +1,24 @@
-/// A mount's id, which names its event log: `YYYYMMDD-HHMMSS-xxxx`, the mount's start in
-/// UTC and four random hex digits, so ids sort by start time and two mounts of one second
-/// differ.
+/// A mount's id, which names its event log: `YYYYMMDD-HHMMSS-NNNN`, the mount's start in
+/// UTC and a sequence number within that second (four hex digits), so that the ids of a
+/// mountpoint's logs sort by start time.
 public enum MountLogID {
-  /// A new id for a mount starting at `time`.
+  /// A new id for a mount starting at `time`, after `newest` (the newest id already
+  /// taken, if any): the next sequence number when it is of the same second, else 0000.
   /// - Parameters:
   ///   - time: Seconds since the Unix epoch.
-  ///   - random: Four hex digits' worth of randomness.
-  public static func make(time: Double, random: UInt16) -> String {
+  ///   - newest: The newest id taken so far.
+  public static func make(time: Double, after newest: String? = nil) -> String {
+    let prefix = secondPrefix(time)
+    var sequence = 0
+    if let newest, newest.hasPrefix(prefix + "-"), let last = Int(newest.dropFirst(prefix.count + 1), radix: 16) {
+      sequence = last + 1
+    }
+    let hex = String(sequence, radix: 16)
+    return prefix + "-" + String(repeating: "0", count: max(0, 4 - hex.count)) + hex
+  }
+
+  /// `YYYYMMDD-HHMMSS` of `time`, in UTC.
+  static func secondPrefix(_ time: Double) -> String {
     let seconds = Int64(EventSeconds.clamped(time).rounded(.down))
     var days = seconds / 86_400
     var rest = seconds % 86_400
@@ -16,9 +28,7 @@ public enum MountLogID {
     }
     let (year, month, day) = civil(days: days)
     func two(_ value: Int64) -> String { value < 10 ? "0\(value)" : "\(value)" }
-    let hex = String(random, radix: 16)
-    return "\(year)\(two(month))\(two(day))-\(two(rest / 3600))\(two(rest / 60 % 60))\(two(rest % 60))-"
-      + String(repeating: "0", count: 4 - hex.count) + hex
+    return "\(year)\(two(month))\(two(day))-\(two(rest / 3600))\(two(rest / 60 % 60))\(two(rest % 60))"
   }
 
   /// Whether `text` may name a log: 1–64 of `0-9A-Za-z-_`, not starting with `-`. Ids of

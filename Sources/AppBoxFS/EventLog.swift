@@ -92,7 +92,7 @@ final class EventLog: Sendable {
   ///   - id: The mount's id; nil: one is made from the clock.
   ///   - limits: The log's bounds.
   init(path: String?, id: String?, limits: EventLogLimits) {
-    self.id = id ?? MountLogID.make(time: Clock.unix(), random: UInt16.random(in: .min ... .max))
+    self.id = id ?? MountLogID.make(time: Clock.unix())
     self.limits = limits
     paths = path.map(Paths.init)
     refusals = Mutex(
