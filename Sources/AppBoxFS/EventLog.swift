@@ -185,14 +185,14 @@ final class EventLog: Sendable {
   /// Encodes and appends `events`, rotating between lines when the segment is full.
   private func write(_ events: [AppBoxEvent]) {
     guard let paths, !events.isEmpty else { return }
-    var lines: [[UInt8]] = []
+    var lines: [(line: [UInt8], event: AppBoxEvent)] = []
     lines.reserveCapacity(events.count)
     var unencodable = 0
     for event in events {
       do throws(EventEncodingError) {
         var line = try event.encoded()
         line.append(0x0A)
-        lines.append(line)
+        lines.append((line, event))
       } catch {
         unencodable += 1
       }
@@ -201,7 +201,7 @@ final class EventLog: Sendable {
       writer.lostEvents += unencodable
       var pending: [UInt8] = []
       var pendingEvents = 0
-      for (line, event) in zip(lines, events) {
+      for (line, event) in lines {
         let full = writer.bytes + pending.count + line.count > limits.segmentBytes
         if full && writer.events + pendingEvents > 0 && !event.isLogStructure {
           append(&pending, events: &pendingEvents, to: &writer)
