@@ -159,7 +159,8 @@ final class EventLog: Sendable {
     return writer.withLock { writer in
       Status(
         id: id, segment: writer.segment, bytes: writer.bytes, previousBytes: writer.previousBytes,
-        droppedEvents: writer.eventsBefore - writer.previousEvents, lostEvents: writer.lostEvents, coalescedRefusals: coalesced,
+        droppedEvents: writer.eventsBefore - writer.previousEvents, lostEvents: writer.lostEvents,
+        coalescedRefusals: coalesced,
         lastError: writer.lastError)
     }
   }
