@@ -98,7 +98,8 @@ final class EventLogFollower: @unchecked Sendable {
   private static func header(_ file: Int32) -> LogHeader? {
     var buffer = [UInt8](repeating: 0, count: 4096)
     let count: Int
-    do { count = try buffer.withUnsafeMutableBytes { (raw) throws(Errno) -> Int in try Sys.pread(file, raw, 0) } } catch {
+    do { count = try buffer.withUnsafeMutableBytes { (raw) throws(Errno) -> Int in try Sys.pread(file, raw, 0) } } catch
+    {
       return nil  // unreadable here: the reads that follow say so
     }
     guard let end = buffer[..<count].firstIndex(of: 0x0A) else { return nil }

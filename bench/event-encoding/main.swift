@@ -135,7 +135,8 @@ row(
       { for event in samples { sink &+= (try? AppBoxEvent.usage(event).encoded())?.count ?? 0 } },
     ]))
 
-let lines = refusals.map { Array(handWritten($0).utf8) } + purges.map { Array(handWritten($0).utf8) }
+let lines =
+  refusals.map { Array(handWritten($0).utf8) } + purges.map { Array(handWritten($0).utf8) }
   + samples.map { Array(handWritten($0).utf8) }
 print("")
 print("decode      JSONSerialization  JSONLineDecoder  ratio   (the three types, as a report reads them)")
