@@ -17,10 +17,12 @@ public enum AppBoxEvent: Sendable, Hashable, Codable {
   case refusal(ProtectionEvent)
   /// A change of the lock state (`state`).
   case state(DeviceStateEvent)
+  /// A stored class that cannot be used, counted as `complete` (`unreadableClass`).
+  case unreadableClass(UnreadableClassEvent)
 
   /// Every `type` this version reads, in the order above.
   public static let typeNames = [
-    "log", "rotate", "usage", "capacity", "purge", "recreated", "missed", "refusal", "state",
+    "log", "rotate", "usage", "capacity", "purge", "recreated", "missed", "refusal", "state", "unreadableClass",
   ]
 
   /// The line's `type`.
@@ -34,6 +36,7 @@ public enum AppBoxEvent: Sendable, Hashable, Codable {
     case .purgeCost(let cost): cost.kind.rawValue
     case .refusal: "refusal"
     case .state: "state"
+    case .unreadableClass: "unreadableClass"
     }
   }
 
@@ -48,6 +51,7 @@ public enum AppBoxEvent: Sendable, Hashable, Codable {
     case .purgeCost(let cost): cost.time
     case .refusal(let refusal): refusal.time
     case .state(let state): state.time
+    case .unreadableClass(let event): event.time
     }
   }
 
@@ -70,6 +74,7 @@ public enum AppBoxEvent: Sendable, Hashable, Codable {
     case .purgeCost(let cost): cost
     case .refusal(let refusal): refusal
     case .state(let state): state
+    case .unreadableClass(let event): event
     }
   }
 
@@ -90,6 +95,7 @@ public enum AppBoxEvent: Sendable, Hashable, Codable {
     case "recreated", "missed": self = .purgeCost(try PurgeCostEvent(from: decoder))
     case "refusal": self = .refusal(try ProtectionEvent(from: decoder))
     case "state": self = .state(try DeviceStateEvent(from: decoder))
+    case "unreadableClass": self = .unreadableClass(try UnreadableClassEvent(from: decoder))
     default: throw EventLineError.unknownType(type)
     }
   }

@@ -46,6 +46,8 @@ public struct ReportSummary: Sendable, Hashable {
   public var medianSecondsToCost: Double?
   /// Data Protection refusals (a coalesced event counts all it stands for).
   public var refusals = 0
+  /// Files whose stored class could not be used (counted as `complete`), each once.
+  public var unreadableClasses = 0
   /// ENOSPC refusals (the last usage sample's count; nil when the log has no samples).
   public var noSpace: Int?
   /// Lock state changes, and seconds spent in each state (from the first to the last
@@ -130,6 +132,8 @@ public struct ReportSummary: Sendable, Hashable {
         delays.append(cost.secondsSincePurge)
       case .refusal(let refusal):
         refusals = Statistics.sum(refusals, refusal.count)
+      case .unreadableClass:
+        unreadableClasses += 1
       case .state(let change):
         stateChanges += 1
         if state == nil { enter(change.from.name, at: start ?? change.time) }
@@ -196,6 +200,9 @@ extension ReportSummary {
       row("recreatedBytes", "Bytes re-created (as purged)", Double(recreatedBytes), bytes(recreatedBytes)),
       row("missed", "Purged names looked up and missed", Double(missed), "\(missed)"),
       row("refusals", "Data Protection refusals", Double(refusals), "\(refusals)"),
+      row(
+        "unreadableClasses", "Classes unusable (counted as complete)", Double(unreadableClasses),
+        "\(unreadableClasses)"),
       row("noSpace", "ENOSPC refusals", noSpace.map(Double.init), noSpace.map { "\($0)" } ?? "– (no usage samples)"),
       row(
         "stateChanges", "Lock state changes", Double(stateChanges),

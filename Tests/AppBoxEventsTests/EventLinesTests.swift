@@ -87,6 +87,31 @@ struct EventLinesTests {
         && line(.purgeCost(odd)).contains("\"pathHex\":\"74ff\""))
   }
 
+  @Test("a class that cannot be used: its value (exact, or in hex), or the error that kept it from being read")
+  func unreadableClass() throws {
+    let parsed = UnreadableClassEvent(
+      time: 1_796_017_593, pathBytes: Array("Documents/a".utf8), attribute: "user.appbox.protection",
+      value: Array("Complete".utf8), error: nil)
+    #expect(
+      try line(.unreadableClass(parsed))
+        == #"{"type":"unreadableClass","time":1796017593.0,"path":"Documents/a","attribute":"user.appbox.protection","#
+        + #""value":"Complete","class":"complete"}"#)
+    let binary = UnreadableClassEvent(
+      time: 1, pathBytes: Array("a".utf8), attribute: "user.appbox.protection", value: [0x63, 0x00, 0xFF], error: nil)
+    #expect(
+      try line(.unreadableClass(binary))
+        == "{\"type\":\"unreadableClass\",\"time\":1.0,\"path\":\"a\",\"attribute\":\"user.appbox.protection\","
+        + "\"value\":\"c\\u0000\u{FFFD}\",\"valueHex\":\"6300ff\",\"class\":\"complete\"}")
+    let unread = UnreadableClassEvent(
+      time: 1, pathBytes: Array("a".utf8), attribute: "user.appbox.protection", value: nil, error: "EIO")
+    #expect(
+      try line(.unreadableClass(unread)).hasSuffix(
+        #""attribute":"user.appbox.protection","error":"EIO","class":"complete"}"#))
+    let long = UnreadableClassEvent(
+      time: 1, pathBytes: [], attribute: "x", value: [UInt8](repeating: 0x41, count: 1000), error: nil)
+    #expect(long.value?.count == UnreadableClassEvent.valueLimit)
+  }
+
   @Test func capacity() throws {
     let event = CapacityEvent(time: 2.5, from: 64 << 20, to: 32 << 20, reason: .schedule)
     #expect(

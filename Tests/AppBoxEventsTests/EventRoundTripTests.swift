@@ -40,6 +40,20 @@ struct EventRoundTripTests {
           time: 3, pathBytes: [0xC0, 0xAF], protectionClass: .completeWhenUserInactive, operation: .handleIO,
           state: .locked, count: Int.max, last: 4)),
     ]
+    events += [
+      .unreadableClass(
+        UnreadableClassEvent(
+          time: 11, pathBytes: Array("Documents/a".utf8), attribute: "user.appbox.protection",
+          value: Array("Complete".utf8), error: nil)),
+      .unreadableClass(
+        UnreadableClassEvent(
+          time: 12, pathBytes: [0xFF], attribute: "user.appbox.inherited-protection", value: [0x00, 0x01, 0xC3],
+          error: nil)),
+      .unreadableClass(
+        UnreadableClassEvent(
+          time: 13, pathBytes: Array("Documents/b".utf8), attribute: "user.appbox.protection", value: nil,
+          error: "EIO")),
+    ]
     for reason in UsageEvent.Reason.allCases {
       events.append(
         .usage(
