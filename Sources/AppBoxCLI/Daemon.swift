@@ -79,6 +79,7 @@ struct Daemon {
       var options = request.sandbox
       options.eventsPath = log.path
       options.eventLogID = log.id
+      options.eventLogLimits.segmentBytes = EventLogDirectory.segmentBytes
       filesystem = try SandboxFilesystem(
         backingDirectory: backing, configuration: configuration.timeouts, options: options, driver: FuseDriver(),
         indexProgress: indexProgress().report)

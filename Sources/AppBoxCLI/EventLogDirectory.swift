@@ -15,6 +15,16 @@ struct EventLogDirectory {
   /// How many earlier mounts' logs, and how many bytes of them, a mountpoint keeps.
   static let retention = EventLogRetention()
 
+  /// The size of a log's segment: ``EventLogLimits``' default, or for tests that rotate
+  /// a log on a mount, `$APPBOX_EVENT_SEGMENT_BYTES` (at least 1024).
+  static var segmentBytes: Int {
+    let standard = EventLogLimits().segmentBytes
+    guard let text = ProcessInfo.processInfo.environment["APPBOX_EVENT_SEGMENT_BYTES"], let bytes = Int(text),
+      bytes >= 1024
+    else { return standard }
+    return bytes
+  }
+
   /// One mount's log.
   struct Log {
     /// The mount's id.
@@ -168,6 +178,23 @@ struct EventLogDirectory {
       return [previous, current]
     }
     throw CLIError(.busy, "the event log \(id) is rotating faster than it can be read")
+  }
+
+  /// The segment number the header of the segment open at `fd` names (read at offset 0,
+  /// the descriptor's offset unchanged); nil when its first line is no header.
+  static func segmentNumber(_ fd: Int32) -> Int? {
+    var buffer = [UInt8](repeating: 0, count: 4096)
+    let count: Int
+    do { count = try buffer.withUnsafeMutableBytes { (raw) throws(Errno) -> Int in try Sys.pread(fd, raw, 0) } } catch {
+      return nil  // unreadable: the copy that follows says so
+    }
+    guard let end = buffer[..<count].firstIndex(of: 0x0A) else { return nil }
+    do throws(EventLineError) {
+      guard case .log(let header) = try AppBoxEvent.decode(buffer[..<end]) else { return nil }
+      return header.segment
+    } catch {
+      return nil  // no header: a log from before headers
+    }
   }
 
   /// The whole log `id`, its segments in order.

@@ -58,12 +58,19 @@ extension ControlCommands {
     for fd in segments.dropLast() { _ = try copy(fd, path: path, tail: &tail) }
     tail = LineTail()
     while true {
-      if try copy(segments[segments.count - 1], path: path, tail: &tail), following {
-        // The daemon put a new segment at the path before it wrote the mark.
+      if let nextSegment = try copy(segments[segments.count - 1], path: path, tail: &tail), following {
+        // The daemon put a new segment at the path before it wrote the mark; if the log
+        // rotated again meanwhile, the segment after the mark is the previous one now.
         tail = LineTail()
         let next = try logs.directory.openSegments(chosen)
-        for fd in next.dropLast() { Sys.close(fd) }
-        segments.append(next[next.count - 1])
+        if next.count == 2, EventLogDirectory.segmentNumber(next[0]) == nextSegment {
+          segments += next
+          _ = try copy(next[0], path: path, tail: &tail)
+          tail = LineTail()
+        } else {
+          for fd in next.dropLast() { Sys.close(fd) }
+          segments.append(next[next.count - 1])
+        }
         if let appends {
           do throws(Errno) { try Inotify.watchWrites(appends, path: path) } catch {
             // No watch left: the loop below still looks again every second.
@@ -87,8 +94,8 @@ extension ControlCommands {
   /// The last line read so far, unfinished: where a rotation mark is looked for.
   struct LineTail {
     var bytes: [UInt8] = []
-    /// Whether the last complete line was a rotation mark.
-    var endsRotated = false
+    /// The segment the last complete line sends readers to, if it was a rotation mark.
+    var nextSegment: Int?
 
     /// Takes in what was read next.
     mutating func take(_ chunk: ArraySlice<UInt8>) {
@@ -99,22 +106,29 @@ extension ControlCommands {
       let before = chunk[..<lastNewline]
       let lineStart = before.lastIndex(of: 0x0A).map { $0 + 1 }
       let line = lineStart.map { Array(chunk[$0..<lastNewline]) } ?? bytes + before
-      endsRotated = AppBoxEvent.leadingType(line) == "rotate"
+      nextSegment = nil
+      if AppBoxEvent.leadingType(line) == "rotate" {
+        do throws(EventLineError) {
+          if case .rotate(let mark) = try AppBoxEvent.decode(line) { nextSegment = mark.nextSegment }
+        } catch {
+          // Not a mark after all (a malformed line): the log goes on in this file.
+        }
+      }
       bytes = Array(chunk[(lastNewline + 1)...])
     }
   }
 
   /// Copies what `fd` holds from its offset to standard output.
-  /// - Returns: whether the last complete line is a rotation mark (the daemon's last line
-  ///   of a segment).
-  private static func copy(_ fd: Int32, path: String, tail: inout LineTail) throws(CLIError) -> Bool {
+  /// - Returns: the segment that follows when the last complete line is a rotation mark
+  ///   (the daemon's last line of a segment), else nil.
+  private static func copy(_ fd: Int32, path: String, tail: inout LineTail) throws(CLIError) -> Int? {
     var buffer = [UInt8](repeating: 0, count: 1 << 16)
     while true {
       let count: Int
       do { count = try buffer.withUnsafeMutableBytes { (raw) throws(Errno) -> Int in try Sys.read(fd, raw) } } catch {
         throw CLIError(.osError, "cannot read \(path): \(error)")
       }
-      guard count > 0 else { return tail.endsRotated && tail.bytes.isEmpty }
+      guard count > 0 else { return tail.bytes.isEmpty ? tail.nextSegment : nil }
       FileHandle.standardOutput.write(Data(buffer[..<count]))
       tail.take(buffer[..<count])
     }

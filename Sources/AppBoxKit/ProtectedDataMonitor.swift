@@ -14,8 +14,8 @@ import Synchronization
 /// (Foundation waits for it before the next change is posted; an `OperationQueue` whose
 /// `underlyingQueue` is a `DispatchQueue` runs it on that queue); one added without a
 /// queue runs on the monitor's queue. Without an event log to follow (a program not
-/// started by `appbox run`, or inotify out of instances) the monitor reads the root's
-/// `user.appbox.device-state` every ``pollInterval`` instead.
+/// started by `appbox run`, inotify out of instances, or a log of a newer format) the
+/// monitor reads the root's `user.appbox.device-state` every ``pollInterval`` instead.
 public final class ProtectedDataMonitor: Sendable {
   /// The monitor of ``AppBoxContainer/current``, following `APPBOX_EVENTS`.
   public static let shared = ProtectedDataMonitor(

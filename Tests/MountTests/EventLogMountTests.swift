@@ -123,6 +123,62 @@ struct EventLogMountTests {
     #expect(unknown.status == 66, "\(unknown.error)")
   }
 
+  @Test(
+    "a log rotated many times: events --follow prints every change once, in order; events and report read both segments"
+  )
+  func rotation() throws {
+    var environment = ProcessInfo.processInfo.environment
+    environment["APPBOX_EVENT_SEGMENT_BYTES"] = "2048"
+    let mount = try BackingMount()
+    let mounted = try Command.run(
+      Command.appbox, ["mount", "--backing", mount.backing, "--unlocked", "--grace", "0", mount.mountpoint],
+      environment: environment)
+    try #require(mounted.status == 0, "\(mounted.error)")
+    // The test unmounts; this is a fallback when it stops early.
+    defer { _ = try? Command.run(Command.appbox, ["unmount", mount.mountpoint]) }
+    let output = mount.root + "/follow.jsonl"
+    let follower = Process()
+    follower.executableURL = URL(fileURLWithPath: Command.appbox)
+    follower.arguments = ["events", "--follow", mount.mountpoint]
+    FileManager.default.createFile(atPath: output, contents: nil)
+    follower.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: output))
+    try follower.run()
+    let changes = 120
+    for index in 0..<changes {
+      #expect(try Command.run(Command.appbox, [index % 2 == 0 ? "lock" : "unlock", mount.mountpoint]).status == 0)
+    }
+    let status = try Command.run(Command.appbox, ["status", "--json", mount.mountpoint])
+    let object = try #require((try JSONSerialization.jsonObject(with: Data(status.output.utf8))) as? [String: Any])
+    let log = try #require(object["eventLog"] as? [String: Any])
+    #expect((log["segment"] as? Int ?? 0) > 2, "\(log)")
+    #expect((log["droppedEvents"] as? Int ?? 0) > 0, "\(log)")
+    // appbox events: the two segments kept, and the events before them counted.
+    let kept = try Self.read([mount.mountpoint])
+    #expect(kept.headers.count == 2 && kept.malformedLines == 0)
+    #expect(kept.droppedEvents > 0)
+    let report = try Command.run(Command.appbox, ["report", mount.mountpoint])
+    #expect(report.error.contains("earlier events no longer in the log"), "\(report.error)")
+    // Mounted here by hand (for the environment), so unmounted by hand.
+    #expect(try Command.run(Command.appbox, ["unmount", mount.mountpoint]).status == 0)
+    let deadline = Date().addingTimeInterval(30)
+    while follower.isRunning && Date() < deadline { usleep(20_000) }
+    if follower.isRunning {
+      follower.terminate()
+      Issue.record("events --follow did not exit once the mount was gone")
+    }
+    follower.waitUntilExit()
+    #expect(follower.terminationStatus == 0)
+    // The follower saw every segment: every change once, in order.
+    var followed = LogReader()
+    followed.read(Array(try #require(FileManager.default.contents(atPath: output))))
+    let states = followed.events.compactMap { event -> String? in
+      if case .state(let change) = event { "\(change.from.name)→\(change.to.name)" } else { nil }
+    }
+    #expect(states.count == changes, "\(states.count) of \(changes)")
+    #expect(states == (0..<changes).map { $0 % 2 == 0 ? "UNLOCKED→LOCKED" : "LOCKED→UNLOCKED" })
+    #expect(followed.malformedLines == 0)
+  }
+
   @Test("resize --capacity 9223372036854775807: the report reads every line the daemon wrote, and draws them")
   func largestCapacity() throws {
     let fixture = try MountFixture()
