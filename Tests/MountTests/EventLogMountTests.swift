@@ -140,7 +140,7 @@ struct EventLogMountTests {
     let follower = Process()
     follower.executableURL = URL(fileURLWithPath: Command.appbox)
     follower.arguments = ["events", "--follow", mount.mountpoint]
-    FileManager.default.createFile(atPath: output, contents: nil)
+    try #require(FileManager.default.createFile(atPath: output, contents: nil))
     follower.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: output))
     try follower.run()
     let changes = 120
