@@ -7,11 +7,15 @@ import PackageDescription
 // types: AppBoxFS implements it, FuseBridge drives it on a mount, AppBoxFSTests in memory.
 // Only FuseBridge imports libfuse: CFuse (the shim header) and CFuseDevice (the session's
 // device I/O, in C). Only Posix makes the filesystem's syscalls (through CPosixShim for what
-// Glibc's module does not export). SandboxPolicy is pure Swift. AppBoxKit is a client
-// library for programs run in a sandbox: Posix, SandboxPolicy and PlainFoundation, never
-// the filesystem. AppBoxBackup is the backup engine and its formats (Manifest.db through
-// CSQLite, libsqlite3; property lists; MBFile records): AppBoxFS (the backing's class
-// attributes), Posix, SandboxPolicy (what a backup holds), no FUSE, no CLI.
+// Glibc's module does not export). SandboxPolicy is pure Swift. AppBoxEvents (pure Swift,
+// over SandboxPolicy) is the event log's one schema: the Codable event types, their JSON
+// Lines encoder and decoder, the log's header and version, refusal coalescing and the
+// log's bounds; the daemon (AppBoxFS) writes it, AppBoxReport, the CLI and AppBoxKit read
+// it. AppBoxKit is a client library for programs run in a sandbox: Posix, SandboxPolicy,
+// AppBoxEvents and PlainFoundation, never the filesystem. AppBoxBackup is the backup
+// engine and its formats (Manifest.db through CSQLite, libsqlite3; property lists; MBFile
+// records): AppBoxFS (the backing's class attributes), Posix, SandboxPolicy (what a backup
+// holds), no FUSE, no CLI.
 // Example programs, one small executable each (Examples/DIRECTORY/main.swift), written as
 // for iOS with `import AppBoxKit`; MountTests runs them under `appbox run`.
 let examples: [(directory: String, name: String)] = [
@@ -43,34 +47,40 @@ let package = Package(
     .target(name: "CPosixShim"),
     .target(name: "Posix", dependencies: ["CPosixShim"]),
     .target(name: "SandboxPolicy"),
+    .target(name: "AppBoxEvents", dependencies: ["SandboxPolicy"]),
     .target(name: "FilesystemInterface", dependencies: ["Posix"]),
     .target(name: "FuseBridge", dependencies: ["CFuse", "CFuseDevice", "FilesystemInterface", "Posix"]),
-    .target(name: "AppBoxFS", dependencies: ["FilesystemInterface", "Posix", "SandboxPolicy"]),
+    .target(name: "AppBoxFS", dependencies: ["AppBoxEvents", "FilesystemInterface", "Posix", "SandboxPolicy"]),
     .target(name: "AppBoxBackup", dependencies: ["AppBoxFS", "CSQLite", "Posix", "SandboxPolicy"]),
     // AppBoxReport: event logs into summaries and HTML pages (pure Swift, no syscalls).
-    .target(name: "AppBoxReport", dependencies: ["SandboxPolicy"]),
+    .target(name: "AppBoxReport", dependencies: ["AppBoxEvents", "SandboxPolicy"]),
     .target(
       name: "AppBoxCLI",
-      dependencies: ["AppBoxBackup", "AppBoxFS", "AppBoxReport", "FuseBridge", "Posix", "SandboxPolicy"]),
+      dependencies: ["AppBoxBackup", "AppBoxEvents", "AppBoxFS", "AppBoxReport", "FuseBridge", "Posix", "SandboxPolicy"]),
     .executableTarget(name: "appbox", dependencies: ["AppBoxCLI"]),
     // AppBoxKit: Apple's storage calls for programs' own Swift code, backed by the mount.
     // PlainFoundation reaches Foundation's members that AppBoxKit declares again.
     .target(name: "PlainFoundation"),
-    .target(name: "AppBoxKit", dependencies: ["PlainFoundation", "Posix", "SandboxPolicy"]),
+    .target(name: "AppBoxKit", dependencies: ["AppBoxEvents", "PlainFoundation", "Posix", "SandboxPolicy"]),
     .executableTarget(
       name: "purge-catalog-bench", dependencies: ["SandboxPolicy"], path: "bench/purge-catalog",
       exclude: ["README.md"]),
+    .executableTarget(
+      name: "event-encoding-bench", dependencies: ["AppBoxEvents", "SandboxPolicy"], path: "bench/event-encoding"),
     .testTarget(name: "SandboxPolicyTests", dependencies: ["SandboxPolicy"]),
+    .testTarget(name: "AppBoxEventsTests", dependencies: ["AppBoxEvents", "SandboxPolicy"]),
     .testTarget(
-      name: "MountTests", dependencies: ["appbox", "CPosixShim", "Posix", "SandboxPolicy"] + examples.map { .target(name: $0.name) }),
-    .testTarget(name: "AppBoxReportTests", dependencies: ["AppBoxReport", "SandboxPolicy"]),
+      name: "MountTests", dependencies: ["appbox", "AppBoxEvents", "CPosixShim", "Posix", "SandboxPolicy"] + examples.map { .target(name: $0.name) }),
+    .testTarget(name: "AppBoxReportTests", dependencies: ["AppBoxEvents", "AppBoxReport", "SandboxPolicy"]),
     .testTarget(name: "FuseDeviceTests", dependencies: ["CFuseDevice"]),
     // The filesystem driven through its protocol in memory: no kernel, no /dev/fuse.
-    .testTarget(name: "AppBoxFSTests", dependencies: ["AppBoxFS", "FilesystemInterface", "Posix", "SandboxPolicy"]),
+    .testTarget(
+      name: "AppBoxFSTests", dependencies: ["AppBoxEvents", "AppBoxFS", "FilesystemInterface", "Posix", "SandboxPolicy"]),
     .testTarget(name: "AppBoxCLITests", dependencies: ["AppBoxCLI", "AppBoxFS", "FilesystemInterface", "Posix"]),
     // Backups without a CLI or a mount: the codecs, the database, restore plans, the engine on temporary directories.
     .testTarget(name: "AppBoxBackupTests", dependencies: ["AppBoxBackup", "Posix", "SandboxPolicy"]),
-    .testTarget(name: "AppBoxKitTests", dependencies: ["AppBoxKit", "Posix", "SandboxPolicy", "appbox"]),
+    .testTarget(
+      name: "AppBoxKitTests", dependencies: ["AppBoxEvents", "AppBoxFS", "AppBoxKit", "Posix", "SandboxPolicy", "appbox"]),
   ]
     + examples.map { .executableTarget(name: $0.name, dependencies: ["AppBoxKit"], path: "Examples/\($0.directory)") }
 )

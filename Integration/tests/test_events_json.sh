@@ -21,5 +21,5 @@ for line in sys.stdin:
     types.add(event["type"])
 print(" ".join(sorted(types)))
 ') || fail "events are not JSON Lines: $(events)"
-assert_eq "purge refusal state usage" "$types" "event types (usage: the sample at mount)"
+assert_eq "log purge refusal state usage" "$types" "event types (log: the header; usage: the samples at mount and after the purge)"
 events | grep '"type":"refusal"' | grep -q '"path":"Documents/a"' || fail "the refusal does not name Documents/a"

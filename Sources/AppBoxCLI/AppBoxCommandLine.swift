@@ -30,10 +30,10 @@ public enum AppBoxCommandLine {
                  change the capacity now (shrinking purges tmp, then Caches, down to it)
       pressure MOUNTPOINT --schedule FILE
                  change the capacity over time: lines 'TIME CAPACITY' (e.g. '10s 64M', '1m 50%')
-      events [--follow] MOUNTPOINT
+      events [--follow] [--mount-id ID] MOUNTPOINT, events --list MOUNTPOINT
                  refusals, state changes, purges, capacity changes, purge costs, usage
-                 samples as JSON Lines
-      report (MOUNTPOINT | --events FILE) [--output FILE.html]
+                 samples as JSON Lines: the current mount's log, or an earlier mount's
+      report (MOUNTPOINT [--mount-id ID] | --events FILE) [--output FILE.html]
                  summarise an event log; --output: an HTML page with charts
       experiment --capacities SIZE,SIZE,... [--runs N] [--template DIR] [--output FILE.html] -- PROGRAM [ARGS...]
                  run a program once per capacity in fresh sandboxes; compare purge costs

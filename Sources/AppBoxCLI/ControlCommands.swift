@@ -9,7 +9,7 @@ enum ProtectionClassNames {
     "one of complete, completeUnlessOpen, completeUntilFirstUserAuthentication, completeWhenUserInactive, none; NSFileProtection… names, letters A B C CX D or Apple's numbers 1 2 3 7 4"
 }
 
-/// `appbox lock|unlock|status|purge|events|protect`.
+/// `appbox lock|unlock|status|purge|events|protect` (`events` in EventsCommand.swift).
 enum ControlCommands {
   /// `appbox lock MOUNTPOINT` and `appbox unlock MOUNTPOINT`.
   static func lockOrUnlock(_ verb: String, _ arguments: [String]) throws(CLIError) -> ExitCode {
@@ -115,48 +115,6 @@ enum ControlCommands {
     return .success
   }
 
-  /// `appbox events MOUNTPOINT [--follow]`: the event log as JSON Lines.
-  static func events(_ arguments: [String]) throws(CLIError) -> ExitCode {
-    let follow = arguments.contains("--follow") || arguments.contains("-f")
-    let mountpoint = try single(
-      arguments.filter { $0 != "--follow" && $0 != "-f" }, usage: "usage: appbox events [--follow] MOUNTPOINT")
-    let target = try ControlClient.target(mountpoint)
-    guard let fd = try EventLogFile.open(target) else { return .success }  // nothing recorded yet
-    defer { Sys.close(fd) }
-    let appends = follow ? Self.watchAppends(target.files.events) : nil
-    defer { if let appends { Sys.close(appends) } }
-    var buffer = [UInt8](repeating: 0, count: 1 << 16)
-    while true {
-      let count: Int
-      do { count = try buffer.withUnsafeMutableBytes { (raw) throws(Errno) -> Int in try Sys.read(fd, raw) } } catch {
-        throw CLIError(.osError, "cannot read \(target.files.events): \(error)")
-      }
-      if count > 0 {
-        FileHandle.standardOutput.write(Data(buffer[..<count]))
-        continue
-      }
-      guard follow, try MountTable.mount(at: target.mountpoint) != nil else { return .success }
-      // Woken by the next append, or after a second to see whether the mount is gone.
-      if let appends {
-        Inotify.wait(appends, seconds: 1)
-        Inotify.drain(appends)
-      } else {
-        Clock.sleep(seconds: 0.1)
-      }
-    }
-  }
-
-  /// An inotify descriptor watching the event log at `path` for appends; nil where the
-  /// user has no inotify instance or watch left (`events --follow` then polls).
-  private static func watchAppends(_ path: String) -> Int32? {
-    guard let fd = try? Inotify.open() else { return nil }  // absent is the meaning: no instance left, so poll
-    do throws(Errno) { try Inotify.watchWrites(fd, path: path) } catch {
-      Sys.close(fd)
-      return nil
-    }
-    return fd
-  }
-
   /// `appbox protect PATH --class NAME`: sets a file's or directory's class on the mount.
   static func protect(_ arguments: [String]) throws(CLIError) -> ExitCode {
     let usage = "usage: appbox protect PATH --class CLASS"
@@ -260,6 +218,17 @@ enum StatusText {
       lines.append(
         "  device control: \(gate["runs"] ?? 0) refusing runs recorded, \(gate["refused"] ?? 0) requests refused to their programs, \(gate["unverifiable"] ?? 0) to processes whose ancestry could not be read, \(gate["turnedAway"] ?? 0) connections turned away"
       )
+    }
+    if let log = status["eventLog"] as? [String: Any] {
+      let size = ByteCount(
+        ((log["bytes"] as? NSNumber)?.int64Value ?? 0) + ((log["previousBytes"] as? NSNumber)?.int64Value ?? 0))
+      var notes = ["\(size.formatted)", "\(log["coalescedRefusals"] ?? 0) refusals coalesced"]
+      if let dropped = (log["droppedEvents"] as? NSNumber)?.intValue, dropped > 0 {
+        notes.append("\(dropped) rotated away")
+      }
+      if let lost = (log["lostEvents"] as? NSNumber)?.intValue, lost > 0 { notes.append("\(lost) not written") }
+      if let error = log["error"] as? String { notes.append(error) }
+      lines.append("  event log:   mount \(log["id"] as? String ?? "?") (\(notes.joined(separator: ", ")))")
     }
     let busyPoll = status["busyPoll"] as? [String: Any] ?? [:]
     let window = (busyPoll["microseconds"] as? NSNumber)?.intValue ?? 0

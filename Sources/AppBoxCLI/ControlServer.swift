@@ -178,7 +178,7 @@ final class ControlServer: Sendable {
       return "{\"ok\":true,\"files\":\(files),\"bytes\":\(bytes)}"
     case ("resize", 3):
       guard let bytes = Int64(words[1]), bytes >= MountRequest.minimumCapacity,
-        let reason = CapacityEvent.Reason(rawValue: words[2])
+        let reason = CapacityChangeReason(rawValue: words[2])
       else {
         return Self.error(
           "bad resize request (a capacity of at least \(MountRequest.minimumCapacity) bytes, then resize or schedule): \(request.prefix(200))"

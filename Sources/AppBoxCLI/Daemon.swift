@@ -72,10 +72,14 @@ struct Daemon {
     // Before anything touches the backing directory: one mount per backing directory. The
     // lock's descriptor is never closed: the kernel releases it when the daemon exits.
     _ = try BackingLock.acquire(backing)
+    // This mount's own event log, named by its id (earlier mounts' logs stay beside it).
+    let log = try EventLogDirectory(path: files.eventLogs, owner: Sys.effectiveUID).createLog()
     let filesystem: SandboxFilesystem
     do {
       var options = request.sandbox
-      options.eventsPath = files.events
+      options.eventsPath = log.path
+      options.eventLogID = log.id
+      options.eventLogLimits.segmentBytes = EventLogDirectory.segmentBytes
       filesystem = try SandboxFilesystem(
         backingDirectory: backing, configuration: configuration.timeouts, options: options, driver: FuseDriver(),
         indexProgress: indexProgress().report)

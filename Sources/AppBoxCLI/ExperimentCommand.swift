@@ -111,18 +111,21 @@ enum ExperimentCommand {
       throw error
     }
     let files = try RuntimeDirectory.current().files(for: SandboxMount.resolved(mountpoint))
+    let logs = EventLogDirectory(path: files.eventLogs, owner: Sys.effectiveUID)
+    let id: String
+    do throws(CLIError) { id = try EventLogDirectory.currentID(of: try ControlClient.target(mountpoint)) } catch {
+      SandboxMount(mountpoint: mountpoint, mountedHere: true, temporaryDirectory: directory).finish()
+      throw error
+    }
     let runPlan = RunPlan(
       mountOptions: [], settings: [], mountpoint: mountpoint, backing: backing, program: plan.program)
     let start = Clock.monotonic()
-    let status = RunCommand.runProgram(runPlan, root: mountpoint, events: files.events)
+    let status = RunCommand.runProgram(
+      runPlan, root: mountpoint, events: logs.path + "/" + EventLogDirectory.currentName(id))
     let seconds = Clock.monotonic() - start
     SandboxMount(mountpoint: mountpoint, mountedHere: true, temporaryDirectory: directory).finish()
     // The daemon has exited (unmount waits for it): its log is complete.
-    let bytes: [UInt8]
-    do { bytes = try Sys.readFile(files.events) } catch {
-      throw CLIError(
-        .osError, "cannot read the event log \(files.events) of the run at \(ByteCount(capacity).formatted): \(error)")
-    }
+    let bytes = try logs.read(id)
     if let kept = plan.eventsDirectory {
       let size = ByteCount(capacity).formatted.replacingOccurrences(of: " ", with: "")
       let path = kept + "/\(size)-" + (policy.map { "\($0.rawValue)-" } ?? "") + "\(run).jsonl"
@@ -130,9 +133,10 @@ enum ExperimentCommand {
         throw CLIError(.noInput, "cannot write \(path): \(error)")
       }
     }
-    try? Sys.unlink(files.events)
-    if let log = try? Sys.lstatPath(files.log), log.st_size == 0 { try? Sys.unlink(files.log) }
-    let parsed = EventLogParser.parse(String(decoding: bytes, as: UTF8.self))
+    // The mountpoint was the run's own: its logs go with it.
+    logs.removeAll()
+    removeIfEmpty(files.log)
+    let parsed = EventLogParser.parse(bytes)
     return ExperimentRun(
       capacity: capacity, policy: policy?.rawValue, run: run, exitStatus: status, seconds: seconds,
       summary: ReportSummary(parsed.events))
@@ -210,9 +214,19 @@ enum ExperimentCommand {
 
   /// A directory option's value: an existing directory.
   static func directory(_ flag: String, _ path: String) throws(CLIError) -> String {
-    guard let st = try? Sys.statPath(path), st.st_mode & S_IFMT == S_IFDIR else {
-      throw CLIError(.noInput, "\(flag) \(path): not a directory")
-    }
+    let st: stat
+    do { st = try Sys.statPath(path) } catch { throw CLIError(.noInput, "\(flag) \(path): not a directory (\(error))") }
+    guard st.st_mode & S_IFMT == S_IFDIR else { throw CLIError(.noInput, "\(flag) \(path): not a directory") }
     return path
+  }
+
+  /// Removes the daemon's log of a run when it wrote nothing (it explains failures).
+  static func removeIfEmpty(_ path: String) {
+    do throws(Errno) {
+      guard try Sys.lstatPath(path).st_size == 0 else { return }
+      try Sys.unlink(path)
+    } catch {
+      // Absent (the daemon wrote none) or not removable: nothing to tidy.
+    }
   }
 }

@@ -74,7 +74,7 @@ enum PressureCommands {
   }
 
   /// Sends one `resize` and describes what it did.
-  private static func send(_ capacity: Int64, reason: CapacityEvent.Reason, to target: ControlClient.Target)
+  private static func send(_ capacity: Int64, reason: CapacityChangeReason, to target: ControlClient.Target)
     throws(CLIError) -> String
   {
     // Shrinking purges before the reply: as long as its unlinks, no timeout.

@@ -136,7 +136,15 @@ enum RunKeeper {
       }
       let registration = try RunRegistration.register(
         mountpoint: mountpoint, mountedHere: mountedHere, allowsControl: plan.allowDeviceControl)
-      status = RunCommand.runProgram(plan, root: mountpoint, events: registration?.target.files.events)
+      var events: String?
+      if let registration {
+        do { events = try EventLogDirectory.currentPath(of: registration.target) } catch {
+          // A daemon that names no log (an earlier appbox's, reused): no APPBOX_EVENTS, and
+          // AppBoxKit polls the device state instead, as it does outside a run.
+          FileHandle.standardError.write(Data("appbox: \(error.message); APPBOX_EVENTS is not set\n".utf8))
+        }
+      }
+      status = RunCommand.runProgram(plan, root: mountpoint, events: events)
     } catch {
       ReadinessPipe.send("error \(error.code.rawValue)\n\(error.message)\n", to: statusFD)
       exit(error.code.rawValue)

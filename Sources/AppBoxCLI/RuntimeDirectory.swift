@@ -127,12 +127,13 @@ struct RuntimeDirectory {
     return st.st_mode & S_IFMT == S_IFDIR && st.st_uid == uid && st.st_mode & 0o022 == 0
   }
 
-  /// How long the log and event log of a mount that is gone are kept.
-  static let logLifetime: Double = 7 * 24 * 3600
+  /// How long the log and event logs of a mount that is gone are kept.
+  static let logLifetime: Double = EventLogDirectory.retention.lifetime
 
   /// Removes the logs and event logs of mounts whose daemon is gone, last written more
   /// than ``logLifetime`` ago (a mount's own are kept while it runs, and for experiments
-  /// after it). Best effort: what cannot be read or removed stays.
+  /// after it; `.events` files are the single event logs of earlier versions). Best
+  /// effort: what cannot be read or removed stays.
   func pruneOldLogs(now: Double = Clock.unix()) {
     // Absent is the meaning of each `try?` here: what cannot be listed, read or removed is
     // not known to be stale, and stays.
@@ -140,11 +141,19 @@ struct RuntimeDirectory {
       let stream = try? DirectoryStream(fd: fd)
     else { return }
     var stale: [String] = []
+    var logDirectories: [String] = []
     while let item = try? stream.next() {
       let name = String(cString: item.name)
+      if name.hasSuffix(".events.d") {
+        // A mountpoint's event logs (EventLogDirectory): pruned log by log, by age.
+        let files = MountFiles(base: path + "/" + name.dropLast(".events.d".count))
+        if case .success(nil) = Result(catching: { () throws(Errno) in try files.daemon() }) {
+          logDirectories.append(path + "/" + name)
+        }
+        continue
+      }
       guard let dot = name.lastIndex(of: "."), [".log", ".events"].contains(String(name[dot...])) else { continue }
-      let base = path + "/" + name[..<dot]
-      let files = MountFiles(pid: base + ".pid", log: base + ".log", socket: base + ".sock", events: base + ".events")
+      let files = MountFiles(base: path + "/" + name[..<dot])
       // A pid file that cannot be read may name a running daemon: its logs stay.
       guard case .success(nil) = Result(catching: { () throws(Errno) in try files.daemon() }),
         let st = try? Sys.lstatPath(path + "/" + name),
@@ -153,6 +162,9 @@ struct RuntimeDirectory {
       stale.append(path + "/" + name)
     }
     for file in stale { try? Sys.unlink(file) }
+    for directory in logDirectories {
+      EventLogDirectory(path: directory, owner: Sys.effectiveUID).removeStale(now: now)
+    }
   }
 
   /// The files of the mount at `mountpoint` (an absolute, resolved path).
@@ -163,8 +175,7 @@ struct RuntimeDirectory {
       hash ^= UInt64(byte)
       hash = hash &* 0x100_0000_01b3
     }
-    let base = path + "/" + String(hash, radix: 16)
-    return MountFiles(pid: base + ".pid", log: base + ".log", socket: base + ".sock", events: base + ".events")
+    return MountFiles(base: path + "/" + String(hash, radix: 16))
   }
 }
 
@@ -173,7 +184,16 @@ struct MountFiles {
   let pid: String
   let log: String
   let socket: String
-  let events: String
+  /// The directory of the mountpoint's event logs, one per mount (EventLogDirectory).
+  let eventLogs: String
+
+  /// The files of the mount whose names start with `base` (`<runtime>/<hash>`).
+  init(base: String) {
+    pid = base + ".pid"
+    log = base + ".log"
+    socket = base + ".sock"
+    eventLogs = base + ".events.d"
+  }
 
   /// The daemon's process id, if its pid file names a live process. Nil also when the pid
   /// file cannot be read: a client then believes no peer (``ControlClient/verifyPeer(_:of:)``).

@@ -77,9 +77,9 @@ final class ProtectionState: Sendable {
     }
   }
 
-  /// Counts a refusal.
-  func recordRefusal(_ event: ProtectionEvent) {
-    counters.withLock { $0.record(event) }
+  /// Counts a refusal of `operation` on an item of `protectionClass`.
+  func recordRefusal(_ protectionClass: ProtectionClass, _ operation: ProtectedOperation) {
+    counters.withLock { $0.recordRefusal(protectionClass, operation) }
   }
 
   private static func encode(_ snapshot: LockSnapshot) -> UInt8 {

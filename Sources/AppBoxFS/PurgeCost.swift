@@ -1,3 +1,4 @@
+import AppBoxEvents
 import FilesystemInterface
 import Posix
 import SandboxPolicy
@@ -39,7 +40,7 @@ final class PurgeCost: Sendable {
 
   /// Notes that the app looked up or created `key`.
   /// - Returns: the purge it pays for (counted), or nil.
-  func note(_ kind: PurgeCostEvent.Kind, _ key: PurgedNames.Key) -> PurgedNames.Record? {
+  func note(_ kind: PurgeCostKind, _ key: PurgedNames.Key) -> PurgedNames.Record? {
     guard !isEmpty else { return nil }
     let (record, count) = state.withLock { state in
       let record = kind == .recreated ? state.names.recreate(key) : state.names.miss(key)
@@ -68,16 +69,16 @@ extension SandboxFilesystem {
   /// was purged recently: an event and a counter.
   /// - Returns: whether it was a purged name.
   @discardableResult
-  func notePurgeCost(_ kind: PurgeCostEvent.Kind, _ name: FileName, in directory: Inode) -> Bool {
+  func notePurgeCost(_ kind: PurgeCostKind, _ name: FileName, in directory: Inode) -> Bool {
     guard !purgeCost.isEmpty else { return false }
     let key = PurgedNames.Key(directory: directory.key.inode, name: name.bytes)
     guard let record = purgeCost.note(kind, key) else { return false }
     let now = Clock.unix()
     events.record(
-      PurgeCostEvent(
-        kind: kind, time: now, path: mountPath(of: name, in: directory), purgedBytes: record.bytes,
-        secondsSincePurge: max(0, now - record.time)
-      ).jsonLine)
+      .purgeCost(
+        PurgeCostEvent(
+          kind: kind, time: now, path: mountPath(of: name, in: directory), purgedBytes: record.bytes,
+          secondsSincePurge: max(0, now - record.time))))
     return true
   }
 

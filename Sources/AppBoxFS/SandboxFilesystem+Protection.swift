@@ -1,3 +1,4 @@
+import AppBoxEvents
 import Dispatch
 import FilesystemInterface
 import Posix
@@ -41,8 +42,8 @@ extension SandboxFilesystem {
     let event = ProtectionEvent(
       time: Clock.unix(), pathBytes: path(), protectionClass: protectionClass, operation: operation,
       state: snapshot.state)
-    protection.recordRefusal(event)
-    events.record(event.jsonLine)
+    protection.recordRefusal(protectionClass, operation)
+    events.refused(event)
     throw .notPermitted
   }
 
@@ -130,7 +131,7 @@ extension SandboxFilesystem {
       }
       protection.show(new)
       if let change {
-        events.record(DeviceStateEvent(time: Clock.unix(), change: change).jsonLine)
+        events.record(.state(DeviceStateEvent(time: Clock.unix(), change: change)))
       }
       scheduleLockTransition()
       return new.state

@@ -1,3 +1,4 @@
+import AppBoxEvents
 import Dispatch
 import FilesystemInterface
 import Posix
@@ -200,14 +201,17 @@ extension SandboxFilesystem {
     let purged = removed.withLock { $0 }.sorted { $0.index < $1.index }  // events in purge order
     guard !purged.isEmpty else { return [] }
     let now = Clock.unix()
-    let lines = purged.map { item in
-      let victim = plan.victims[item.index]
-      return PurgeEvent(
-        time: now, path: plan.directories[item.index] + [victim.name], bytes: item.bytes, domain: victim.domain,
-        reason: plan.reason, lastUse: Double(victim.lastUse)
-      ).jsonLine
-    }
-    events.record(lines.joined(separator: "\n"))
+    events.record(
+      purged.map { item in
+        let victim = plan.victims[item.index]
+        return .purge(
+          PurgeEvent(
+            time: now, path: plan.directories[item.index] + [victim.name], bytes: item.bytes, domain: victim.domain,
+            reason: plan.reason, lastUse: Double(victim.lastUse)))
+      })
+    // The usage right after the purge, so a report's usage line drops with it (a shrink's
+    // purge is followed by the capacity change's sample instead).
+    if plan.reason != .shrink { recordUsage(.purge) }
     purgeCost.purged(
       purged.compactMap { item in
         let victim = plan.victims[item.index]
@@ -364,7 +368,7 @@ public enum PurgeRequest: Sendable {
   /// The background purger's bytes above the low water mark.
   case watermark(Int64)
 
-  var reason: PurgeEvent.Reason {
+  var reason: PurgeReason {
     switch self {
     case .bytes, .domain: .explicit
     case .olderThan: .age

@@ -1,3 +1,4 @@
+import AppBoxEvents
 import Posix
 import SandboxPolicy
 
@@ -27,12 +28,12 @@ extension SandboxFilesystem {
   ///   - capacity: The new capacity in bytes (checked by the caller: at least the
   ///     minimum `--capacity`).
   ///   - reason: Who asked.
-  public func resize(to capacity: Int64, reason: CapacityEvent.Reason) -> Resize {
+  public func resize(to capacity: Int64, reason: CapacityChangeReason) -> Resize {
     let from = storage.books.withLock { books in
       defer { books.ledger.capacity = capacity }
       return books.ledger.capacity
     }
-    events.record(CapacityEvent(time: Clock.unix(), from: from, to: capacity, reason: reason).jsonLine)
+    events.record(.capacity(CapacityEvent(time: Clock.unix(), from: from, to: capacity, reason: reason)))
     let plan = storage.plan(reason: .shrink) { catalog, ledger in
       let over = ledger.used - ledger.capacity
       return over > 0 ? catalog.chooseVictims(toFree: over) : []

@@ -17,6 +17,13 @@ extension SandboxFilesystem {
     let drops = driver.stalePageDrops
     let guarded = revocation.counts
     let purgeCost = purgeCost.jsonObject
+    let log = events.status
+    let eventLog =
+      "{\"id\":" + JSONText.quoted(log.id) + ",\"segment\":\(log.segment),\"bytes\":\(log.bytes)"
+      + ",\"previousBytes\":\(log.previousBytes),\"segmentLimit\":\(events.limits.segmentBytes)"
+      + ",\"droppedEvents\":\(log.droppedEvents),\"lostEvents\":\(log.lostEvents)"
+      + ",\"coalescedRefusals\":\(log.coalescedRefusals)"
+      + (log.lastError.map { ",\"error\":" + JSONText.quoted($0) } ?? "") + "}"
     return storage.books.withLock { books in
       let ledger = books.ledger
       let catalog = books.catalog
@@ -48,6 +55,7 @@ extension SandboxFilesystem {
         ("noSpaceRefusals", String(books.noSpaceRefusals)),
         ("refusals", refusals),
         ("purgeCost", purgeCost),
+        ("eventLog", eventLog),
         ("nodes", String(inodes.count)),
         ("retainedHandles", String(inodes.retainedCount)),
         ("descriptorLimit", String(ResourceLimits.openFiles)),

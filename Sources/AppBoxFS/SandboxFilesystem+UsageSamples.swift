@@ -1,3 +1,4 @@
+import AppBoxEvents
 import Dispatch
 import Posix
 import SandboxPolicy
@@ -6,7 +7,8 @@ import SandboxPolicy
 
 extension SandboxFilesystem {
   /// Logs a ``UsageEvent`` for `reason` if ``UsageSample/shouldRecord(_:after:)`` says so
-  /// (any thread but a request thread: it takes the quota lock once).
+  /// (any thread holding no lock: it takes the quota lock once, then a leaf lock; a request
+  /// thread calls it after a purge it carried out).
   func recordUsage(_ reason: UsageEvent.Reason) {
     let sample = storage.books.withLock { books in
       UsageSample(
@@ -19,7 +21,7 @@ extension SandboxFilesystem {
     lastUsage.withLock { last in
       guard sample.shouldRecord(reason, after: last) else { return }
       last = sample
-      events.record(UsageEvent(time: Clock.unix(), sample: sample, state: state, reason: reason).jsonLine)
+      events.record(.usage(UsageEvent(time: Clock.unix(), sample: sample, state: state, reason: reason)))
     }
   }
 

@@ -1,3 +1,4 @@
+import AppBoxEvents
 import Dispatch
 import FilesystemInterface
 import Posix
@@ -107,7 +108,7 @@ public final class SandboxFilesystem: Filesystem {
     catalog.policy = options.purgePolicy
     storage = StorageState(ledger: ledger, catalog: catalog, waterMarks: options.waterMarks)
     protection = ProtectionState(options: options)
-    events = EventLog(path: options.eventsPath)
+    events = EventLog(path: options.eventsPath, id: options.eventLogID, limits: options.eventLogLimits)
   }
 
   /// Creates every fixed directory that is missing; refuses a fixed name that is not a

@@ -1,3 +1,4 @@
+import AppBoxEvents
 import SandboxPolicy
 
 /// How a sandbox behaves: its policies' settings, chosen at mount.
@@ -17,8 +18,13 @@ public struct SandboxOptions: Sendable {
   public var waterMarks: WaterMarks?
   /// tmp entries unused for longer than this many seconds are purged (`--tmp-max-age`).
   public var tmpMaxAge: Double?
-  /// Where events are appended as JSON Lines (nil: not recorded).
+  /// Where events are appended as JSON Lines: the current segment of this mount's log
+  /// (nil: not recorded; see ``EventLogLimits``).
   public var eventsPath: String?
+  /// The mount's id, in the log's headers and `appbox status` (nil: made from the clock).
+  public var eventLogID: String?
+  /// The event log's bounds: segment size, refusal coalescing.
+  public var eventLogLimits = EventLogLimits()
   /// Seconds between usage samples in the event log, logged only when something changed
   /// (`--usage-interval`; 0: only at mount, capacity changes and unmount).
   public var usageInterval: Double = 1

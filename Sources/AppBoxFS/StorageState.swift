@@ -54,7 +54,7 @@ final class StorageState: Sendable {
     var victims: [PurgeCatalog.Victim] = []
     /// Each victim's directory path below the mount root, for events and the unlink.
     var directories: [[[UInt8]]] = []
-    var reason: PurgeEvent.Reason
+    var reason: PurgeReason
   }
 
   /// Lock order: held only for bookkeeping, never across a syscall; may be taken inside
@@ -99,7 +99,7 @@ final class StorageState: Sendable {
   }
 
   /// Takes victims off the catalog (so no other purge chooses them), recording their paths.
-  static func take(_ victims: [PurgeCatalog.Victim], reason: PurgeEvent.Reason, books: inout Books) -> PurgePlan {
+  static func take(_ victims: [PurgeCatalog.Victim], reason: PurgeReason, books: inout Books) -> PurgePlan {
     var plan = PurgePlan(reason: reason)
     plan.victims.reserveCapacity(victims.count)
     plan.directories.reserveCapacity(victims.count)
@@ -253,7 +253,7 @@ final class StorageState: Sendable {
   }
 
   /// Plans an explicit or background purge.
-  func plan(reason: PurgeEvent.Reason, _ choose: (PurgeCatalog, QuotaLedger) -> [PurgeCatalog.Victim]) -> PurgePlan {
+  func plan(reason: PurgeReason, _ choose: (PurgeCatalog, QuotaLedger) -> [PurgeCatalog.Victim]) -> PurgePlan {
     books.withLock { books in
       let victims = choose(books.catalog, books.ledger)
       return Self.take(victims, reason: reason, books: &books)

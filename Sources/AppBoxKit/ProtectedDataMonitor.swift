@@ -14,8 +14,8 @@ import Synchronization
 /// (Foundation waits for it before the next change is posted; an `OperationQueue` whose
 /// `underlyingQueue` is a `DispatchQueue` runs it on that queue); one added without a
 /// queue runs on the monitor's queue. Without an event log to follow (a program not
-/// started by `appbox run`, or inotify out of instances) the monitor reads the root's
-/// `user.appbox.device-state` every ``pollInterval`` instead.
+/// started by `appbox run`, inotify out of instances, or a log of a newer format) the
+/// monitor reads the root's `user.appbox.device-state` every ``pollInterval`` instead.
 public final class ProtectedDataMonitor: Sendable {
   /// The monitor of ``AppBoxContainer/current``, following `APPBOX_EVENTS`.
   public static let shared = ProtectedDataMonitor(
@@ -81,13 +81,15 @@ public final class ProtectedDataMonitor: Sendable {
     guard let container else { return }
     watch.withLock { watch in
       guard watch.source == .none else { return }
-      if let eventLog,
-        let follower = try? EventLogFollower(
-          path: eventLog, queue: queue, handle: { [weak self] change in self?.post(change) })
-      {
-        watch.follower = follower
-        watch.source = .eventLog
-        return
+      if let eventLog {
+        do {
+          watch.follower = try EventLogFollower(
+            path: eventLog, queue: queue, handle: { [weak self] change in self?.post(change) })
+          watch.source = .eventLog
+          return
+        } catch {
+          // No inotify instance or watch left, the log gone, or a newer format: polled.
+        }
       }
       watch.last = container.deviceState
       let timer = DispatchSource.makeTimerSource(queue: queue)

@@ -93,8 +93,8 @@ public enum ExperimentTable {
   /// One row's cells, as printed (and as the page's table shows them).
   public static func cells(_ row: ExperimentRow) -> [String] {
     [ByteCount(row.capacity).formatted] + (row.policy.map { [$0] } ?? []) + [
-      "\(row.runs.count)", ByteCount(Int64(row.bytesPurged.rounded())).formatted,
-      Statistics.rounded(row.purgeCost, digits: 1), ByteCount(Int64(row.recreatedBytes.rounded())).formatted,
+      "\(row.runs.count)", ByteCount(Statistics.int64(row.bytesPurged)).formatted,
+      Statistics.rounded(row.purgeCost, digits: 1), ByteCount(Statistics.int64(row.recreatedBytes)).formatted,
       Statistics.rounded(row.noSpace, digits: 1), row.exitStatuses, Statistics.seconds(row.seconds),
     ]
   }
@@ -119,7 +119,7 @@ public enum ExperimentPage {
   /// The page for `rows`; `command` is the program and its arguments, for the title.
   public static func html(_ rows: [ExperimentRow], command: [String]) -> String {
     let commandText = command.joined(separator: " ")
-    let capacity: (Double) -> String = { ByteCount(Int64($0.rounded())).formatted }
+    let capacity: (Double) -> String = { ByteCount(Statistics.int64($0)).formatted }
     var body = Markup.text("h1", [], "AppBox experiment: \(commandText)")
     let runs = rows.map(\.runs.count).max() ?? 0
     body += Markup.text(
@@ -149,7 +149,7 @@ public enum ExperimentPage {
       id: "bytes-curve", title: "Bytes purged and re-created against capacity",
       series: curves("purged-curve", "bytes purged", \.bytesPurged, colorOffset: 3)
         + curves("recreated-curve", "bytes re-created", \.recreatedBytes),
-      xLabel: "capacity", xText: capacity, yText: { ByteCount(Int64($0)).formatted }, logX: logX)
+      xLabel: "capacity", xText: capacity, yText: { ByteCount(Statistics.int64($0)).formatted }, logX: logX)
     body += Markup.text("h2", [], "Table")
     var table = Markup.element(
       "tr", [], ExperimentTable.headers(rows).map { Markup.text("th", [("class", "number")], $0) }.joined())

@@ -1,3 +1,4 @@
+import AppBoxEvents
 import SandboxPolicy
 
 /// `appbox report`'s page: a self-contained XHTML-compatible document with inline SVG
@@ -14,27 +15,30 @@ public enum ReportPage {
     let summary = ReportSummary(parsed.events)
     let timeline = ReportTimeline(parsed.events)
     let seconds: (Double) -> String = { Statistics.seconds($0) }
-    let bytes: (Double) -> String = { ByteCount(Int64($0)).formatted }
+    let bytes: (Double) -> String = { ByteCount(Statistics.int64($0)).formatted }
     var body = Markup.text("h1", [], "AppBox report: \(source)")
     body += Markup.text(
       "p", [("class", "note")],
       "\(summary.events) events over \(Statistics.seconds(summary.duration))"
-        + (parsed.malformedLines > 0 ? "; \(parsed.malformedLines) malformed lines skipped" : "")
+        + parsed.notes.map { "; " + $0 }.joined()
         + (summary.usageSamples == 0 ? "; the log has no usage samples (a mount older than usage events?)" : ""))
 
     body += Markup.text("h2", [], "Used bytes against capacity")
     let purgeMarks = timeline.binned(timeline.purges, count: 160).map {
       SVGChart.Mark(
-        x: $0.time, title: "\($0.count) purged, \(ByteCount(Int64($0.sum)).formatted)",
+        x: $0.time, title: "\($0.count) purged, \(ByteCount(Statistics.int64($0.sum)).formatted)",
         attributes: [("data-count", "\($0.count)"), ("data-bytes", Markup.number($0.sum))])
     }
     let costMarks = timeline.binned(timeline.costs, count: 160).map {
       SVGChart.Mark(
-        x: $0.time, title: "\($0.count) re-created or missed (\(ByteCount(Int64($0.sum)).formatted) when purged)",
+        x: $0.time,
+        title: "\($0.count) re-created or missed (\(ByteCount(Statistics.int64($0.sum)).formatted) when purged)",
         attributes: [("data-count", "\($0.count)"), ("data-bytes", Markup.number($0.sum))])
     }
     let noSpaceMarks = timeline.noSpace.map {
-      SVGChart.Mark(x: $0.time, title: "\(Int($0.value)) ENOSPC", attributes: [("data-count", "\(Int($0.value))")])
+      SVGChart.Mark(
+        x: $0.time, title: "\(Statistics.int64($0.value)) ENOSPC",
+        attributes: [("data-count", "\(Statistics.int64($0.value))")])
     }
     // The lines run to the last event: the last sample's value holds until then.
     func toEnd(_ points: [ReportTimeline.Point]) -> [(x: Double, y: Double)] {
@@ -108,7 +112,9 @@ public enum ReportPage {
         (
           "refusals", "#c0392b",
           timeline.binned(timeline.refusals, count: 160).map {
-            SVGChart.Mark(x: $0.time, title: "\($0.count) refusals", attributes: [("data-count", "\($0.count)")])
+            SVGChart.Mark(
+              x: $0.time, title: "\(Statistics.int64($0.sum)) refusals",
+              attributes: [("data-count", "\(Statistics.int64($0.sum))")])
           }
         ),
         ("ENOSPC", noSpaceColor, noSpaceMarks),
@@ -116,7 +122,7 @@ public enum ReportPage {
           "capacity", "#555555",
           timeline.capacityChanges.map {
             SVGChart.Mark(
-              x: $0.time, title: "capacity → \(ByteCount(Int64($0.value)).formatted)",
+              x: $0.time, title: "capacity → \(ByteCount(Statistics.int64($0.value)).formatted)",
               attributes: [("data-capacity", Markup.number($0.value))])
           }
         ),

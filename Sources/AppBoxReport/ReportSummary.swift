@@ -1,3 +1,4 @@
+import AppBoxEvents
 import Foundation
 import SandboxPolicy
 
@@ -43,8 +44,10 @@ public struct ReportSummary: Sendable, Hashable {
   public var missed = 0
   /// The median time from a purge to its re-creation or missed lookup.
   public var medianSecondsToCost: Double?
-  /// Data Protection refusals.
+  /// Data Protection refusals (a coalesced event counts all it stands for).
   public var refusals = 0
+  /// Files whose stored class could not be used (counted as `complete`), each once.
+  public var unreadableClasses = 0
   /// ENOSPC refusals (the last usage sample's count; nil when the log has no samples).
   public var noSpace: Int?
   /// Lock state changes, and seconds spent in each state (from the first to the last
@@ -63,14 +66,16 @@ public struct ReportSummary: Sendable, Hashable {
   /// Seconds from the first event to the last.
   public var duration: Double { (start != nil && end != nil) ? end! - start! : 0 }
 
-  /// Aggregates `events` (in time order, as ``EventLogParser`` returns them).
-  public init(_ events: [ReportEvent]) {
+  /// Aggregates `events` (in time order, as ``EventLogParser`` returns them). Sums
+  /// saturate: no log, however hostile, overflows them.
+  public init(_ events: [AppBoxEvent]) {
+    let events = events.filter { !$0.isLogStructure }
     self.events = events.count
     start = events.first?.time
     end = events.last?.time
     var groups: [String: PurgeGroup] = [:]
     var delays: [Double] = []
-    var missedPaths: [String: Int] = [:]
+    var missedPaths: [[UInt8]: Int] = [:]
     var state: String?
     var stateSince = start ?? 0
     var seconds: [String: Double] = [:]
@@ -96,37 +101,45 @@ public struct ReportSummary: Sendable, Hashable {
       switch event {
       case .usage(let usage):
         usageSamples += 1
-        noteCapacity(usage.capacity)
-        peakUsed = max(peakUsed ?? usage.used, usage.used)
-        lastUsed = usage.used
-        noSpace = max(noSpace ?? 0, usage.noSpace)
-        if state == nil, let sampled = usage.state { enter(sampled, at: usage.time) }
-      case .capacity(_, let from, let to, _):
+        noteCapacity(usage.sample.capacity)
+        peakUsed = max(peakUsed ?? usage.sample.used, usage.sample.used)
+        lastUsed = usage.sample.used
+        noSpace = max(noSpace ?? 0, usage.sample.noSpace)
+        if state == nil { enter(usage.state.name, at: usage.time) }
+      case .capacity(let change):
         capacityChanges += 1
-        if firstCapacity == nil { noteCapacity(from) }
-        noteCapacity(to)
+        if firstCapacity == nil { noteCapacity(change.from) }
+        noteCapacity(change.to)
       case .purge(let purge):
         purges += 1
-        bytesPurged += purge.bytes
-        let key = purge.domain + "/" + purge.reason
-        groups[key, default: PurgeGroup(domain: purge.domain, reason: purge.reason, files: 0, bytes: 0)].files += 1
-        groups[key]!.bytes += purge.bytes
-      case .cost(let cost):
-        if cost.recreated {
+        bytesPurged = Statistics.sum(bytesPurged, purge.bytes)
+        let key = purge.domain.machineName + "/" + purge.reason.rawValue
+        var group =
+          groups[key] ?? PurgeGroup(domain: purge.domain.machineName, reason: purge.reason.rawValue, files: 0, bytes: 0)
+        group.files += 1
+        group.bytes = Statistics.sum(group.bytes, purge.bytes)
+        groups[key] = group
+      case .purgeCost(let cost):
+        switch cost.kind {
+        case .recreated:
           recreated += 1
-          recreatedBytes += cost.purgedBytes
+          recreatedBytes = Statistics.sum(recreatedBytes, cost.purgedBytes)
           if let count = missedPaths[cost.path] { missedPaths[cost.path] = count > 1 ? count - 1 : nil }
-        } else {
+        case .missed:
           missed += 1
           missedPaths[cost.path, default: 0] += 1
         }
         delays.append(cost.secondsSincePurge)
-      case .refusal:
-        refusals += 1
-      case .state(let time, let from, let to):
+      case .refusal(let refusal):
+        refusals = Statistics.sum(refusals, refusal.count)
+      case .unreadableClass:
+        unreadableClasses += 1
+      case .state(let change):
         stateChanges += 1
-        if state == nil { enter(from, at: start ?? time) }
-        enter(to, at: time)
+        if state == nil { enter(change.from.name, at: start ?? change.time) }
+        enter(change.to.name, at: change.time)
+      case .log, .rotate:
+        break
       }
     }
     if state != nil, let end { enter(state!, at: end) }
@@ -187,6 +200,9 @@ extension ReportSummary {
       row("recreatedBytes", "Bytes re-created (as purged)", Double(recreatedBytes), bytes(recreatedBytes)),
       row("missed", "Purged names looked up and missed", Double(missed), "\(missed)"),
       row("refusals", "Data Protection refusals", Double(refusals), "\(refusals)"),
+      row(
+        "unreadableClasses", "Classes unusable (counted as complete)", Double(unreadableClasses),
+        "\(unreadableClasses)"),
       row("noSpace", "ENOSPC refusals", noSpace.map(Double.init), noSpace.map { "\($0)" } ?? "– (no usage samples)"),
       row(
         "stateChanges", "Lock state changes", Double(stateChanges),
@@ -218,18 +234,29 @@ public enum Statistics {
     return sorted.count % 2 == 1 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2
   }
 
-  /// Seconds for people: `0.25 s`, `12.3 s`, `2 min 5 s`.
+  /// Seconds for people: `0.25 s`, `12.3 s`, `2 min 5 s`, `3 d 4 h`; any value (what
+  /// no clock reaches is shown, never trapped on).
   public static func seconds(_ value: Double) -> String {
+    guard value.isFinite else { return value.isNaN ? "? s" : (value < 0 ? "-∞ s" : "∞ s") }
+    if value < 0 { return "-" + seconds(-value) }
     if value < 10 { return "\(rounded(value, digits: 2)) s" }
     if value < 120 { return "\(rounded(value, digits: 1)) s" }
-    let whole = Int(value.rounded())
-    return "\(whole / 60) min \(whole % 60) s"
+    if value < 2 * 86_400 {
+      let whole = Int(value.rounded())
+      return "\(whole / 60) min \(whole % 60) s"
+    }
+    let hours = int64(value / 3600)
+    return "\(hours / 24) d \(hours % 24) h"
   }
 
-  /// `value` with at most `digits` decimals, without trailing zeros (`1.5`, `2`).
+  /// `value` with at most `digits` decimals, without trailing zeros or an exponent (`1.5`,
+  /// `2`, `9223372036854775808`): any finite value (non-finite: `0`).
   public static func rounded(_ value: Double, digits: Int) -> String {
+    guard value.isFinite else { return "0" }
     var scale = 1.0
     for _ in 0..<digits { scale *= 10 }
+    // Beyond 2^52 a Double has no fraction: its integer digits, exactly.
+    guard abs(value) < 0x1p52 else { return integerDigits(value.rounded()) }
     let scaled = (value * scale).rounded()
     let whole = Int64(scaled / scale)
     var fraction = Int64(abs(scaled) - abs(Double(whole)) * scale)
@@ -241,5 +268,45 @@ public enum Statistics {
     }
     let padded = String(repeating: "0", count: max(0, decimals - String(fraction).count)) + String(fraction)
     return "\(scaled < 0 && whole == 0 ? "-" : "")\(whole).\(padded)"
+  }
+
+  /// The decimal digits of an integral `Double`, however large.
+  static func integerDigits(_ value: Double) -> String {
+    if let exact = Int64(exactly: value) { return String(exact) }
+    // Its significand times 2^(exponent - 52), in little-endian base-10^9 limbs.
+    let base: UInt64 = 1_000_000_000
+    let significand = value.significandBitPattern | (1 << 52)
+    var limbs: [UInt64] = [significand % base, significand / base]
+    for _ in 0..<max(0, Int(value.exponent) - 52) {
+      var carry: UInt64 = 0
+      for index in limbs.indices {
+        let doubled = limbs[index] * 2 + carry
+        limbs[index] = doubled % base
+        carry = doubled / base
+      }
+      if carry > 0 { limbs.append(carry) }
+    }
+    while limbs.count > 1 && limbs.last == 0 { limbs.removeLast() }
+    var text = String(limbs.last!)
+    for limb in limbs.dropLast().reversed() {
+      let digits = String(limb)
+      text += String(repeating: "0", count: 9 - digits.count) + digits
+    }
+    return (value < 0 ? "-" : "") + text
+  }
+
+  /// The `Int64` nearest to `value`, clamped (NaN: 0): for byte counts drawn as `Double`s.
+  public static func int64(_ value: Double) -> Int64 {
+    guard !value.isNaN else { return 0 }
+    if value >= 0x1p63 { return .max }
+    if value <= -0x1p63 { return .min }
+    return Int64(value.rounded())
+  }
+
+  /// `a + b`, saturating at the type's bounds.
+  public static func sum<T: FixedWidthInteger>(_ a: T, _ b: T) -> T {
+    let (total, overflow) = a.addingReportingOverflow(b)
+    guard overflow else { return total }
+    return b > 0 ? .max : .min
   }
 }

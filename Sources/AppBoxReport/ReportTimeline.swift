@@ -1,3 +1,5 @@
+import AppBoxEvents
+
 /// The series a report draws over time, taken from an event log. Times are seconds
 /// from the first event.
 public struct ReportTimeline: Sendable, Hashable {
@@ -24,7 +26,7 @@ public struct ReportTimeline: Sendable, Hashable {
   public var purges: [Point] = []
   /// ENOSPC refusals counted between two samples, at the later one (value: how many).
   public var noSpace: [Point] = []
-  /// Data Protection refusals (value 1 each).
+  /// Data Protection refusals (value: how many the event stands for, 1 unless coalesced).
   public var refusals: [Point] = []
   /// Re-creations and missed lookups of purged names (value: the bytes when purged).
   public var costs: [Point] = []
@@ -34,7 +36,8 @@ public struct ReportTimeline: Sendable, Hashable {
   public var states: [Segment] = []
 
   /// Takes the series from `events` (in time order).
-  public init(_ events: [ReportEvent]) {
+  public init(_ events: [AppBoxEvent]) {
+    let events = events.filter { !$0.isLogStructure }
     guard let start = events.first?.time, let end = events.last?.time else { return }
     duration = end - start
     var lastNoSpace = 0
@@ -43,25 +46,29 @@ public struct ReportTimeline: Sendable, Hashable {
       let time = event.time - start
       switch event {
       case .usage(let usage):
-        used.append(Point(time: time, value: Double(usage.used)))
-        capacity.append(Point(time: time, value: Double(usage.capacity)))
-        if usage.noSpace > lastNoSpace { noSpace.append(Point(time: time, value: Double(usage.noSpace - lastNoSpace))) }
-        lastNoSpace = max(lastNoSpace, usage.noSpace)
-        if state == nil, let name = usage.state { state = (name, time) }
-      case .capacity(_, let from, let to, _):
-        if capacity.isEmpty { capacity.append(Point(time: time, value: Double(from))) }
-        capacity.append(Point(time: time, value: Double(to)))
-        capacityChanges.append(Point(time: time, value: Double(to)))
+        used.append(Point(time: time, value: Double(usage.sample.used)))
+        capacity.append(Point(time: time, value: Double(usage.sample.capacity)))
+        if usage.sample.noSpace > lastNoSpace {
+          noSpace.append(Point(time: time, value: Double(usage.sample.noSpace) - Double(lastNoSpace)))
+        }
+        lastNoSpace = max(lastNoSpace, usage.sample.noSpace)
+        if state == nil { state = (usage.state.name, time) }
+      case .capacity(let change):
+        if capacity.isEmpty { capacity.append(Point(time: time, value: Double(change.from))) }
+        capacity.append(Point(time: time, value: Double(change.to)))
+        capacityChanges.append(Point(time: time, value: Double(change.to)))
       case .purge(let purge):
         purges.append(Point(time: time, value: Double(purge.bytes)))
-      case .cost(let cost):
+      case .purgeCost(let cost):
         costs.append(Point(time: time, value: Double(cost.purgedBytes)))
-      case .refusal:
-        refusals.append(Point(time: time, value: 1))
-      case .state(_, let from, let to):
-        let current = state ?? (from, 0)
+      case .refusal(let refusal):
+        refusals.append(Point(time: time, value: Double(refusal.count)))
+      case .state(let change):
+        let current = state ?? (change.from.name, 0)
         if time > current.since { states.append(Segment(start: current.since, end: time, state: current.name)) }
-        state = (to, time)
+        state = (change.to.name, time)
+      case .log, .rotate, .unreadableClass:
+        break
       }
     }
     if let state, duration >= state.since {
@@ -77,7 +84,8 @@ public struct ReportTimeline: Sendable, Hashable {
     var sums = [Double](repeating: 0, count: count)
     var counts = [Int](repeating: 0, count: count)
     for point in points {
-      let bin = min(count - 1, max(0, Int(point.time / span * Double(count))))
+      let position = (point.time / span * Double(count)).rounded(.down)
+      let bin = position.isNaN ? 0 : Int(min(Double(count - 1), max(0, position)))
       sums[bin] += point.value
       counts[bin] += 1
     }

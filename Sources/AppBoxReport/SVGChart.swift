@@ -324,25 +324,30 @@ public enum SVGChart {
     while step * 10 <= rough { step *= 10 }
     while step > rough { step /= 10 }
     step = [1.0, 2, 5, 10].map { $0 * step }.first { $0 >= rough } ?? step * 10
-    var value = (range.lowerBound / step).rounded(.up) * step
+    let first = (range.lowerBound / step).rounded(.up)
     var result: [Double] = []
-    while value <= range.upperBound + step * 1e-9 {
+    // Counted, not accumulated: a step too small for the range's magnitude cannot loop.
+    var index = 0.0
+    while result.count <= 4 * count + 2 {
+      let value = (first + index) * step
+      guard value <= range.upperBound + step * 1e-9 else { break }
       result.append(value)
-      value += step
+      index += 1
     }
-    return result
+    return result.isEmpty ? [range.lowerBound] : result
   }
 
   /// The whole numbers in `range` (powers of two on a log axis).
   static func integerTicks(_ range: ClosedRange<Double>) -> [Double] {
     let low = range.lowerBound.rounded(.up)
-    let high = range.upperBound.rounded(.down)
+    let high = min(range.upperBound.rounded(.down), low + 64)
     return low <= high ? stride(from: low, through: high, by: 1).map { $0 } : [range.lowerBound]
   }
 
   /// A round top for a y axis at least `value` whose quarters read well, in bytes (a
   /// binary unit times a small factor) as in counts.
   static func niceCeiling(_ value: Double) -> Double {
+    guard value.isFinite else { return .greatestFiniteMagnitude }
     var unit = 1.0
     while unit * 1024 <= value { unit *= 1024 }
     for factor in [

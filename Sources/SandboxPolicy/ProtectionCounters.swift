@@ -23,13 +23,6 @@ public struct ProtectionCounters: Sendable, Hashable {
     byOperation[operation, default: 0] += 1
   }
 
-  /// Counts the refusal an event describes.
-  ///
-  /// - Parameter event: the refusal.
-  public mutating func record(_ event: ProtectionEvent) {
-    recordRefusal(event.protectionClass, event.operation)
-  }
-
   /// Refusals of items of a class.
   ///
   /// - Parameter protectionClass: the class.

@@ -76,7 +76,7 @@ struct ProtectedDataMonitorTests {
     let recorder = try Self.lockTwice(mount, polling, center)
     #expect(recorder.names == [Self.will, Self.did, Self.will, Self.did])
     // A log that cannot be followed (gone): polling.
-    let missing = ProtectedDataMonitor(container: container, eventLog: mount.directory.path + "/no-such.events")
+    let missing = ProtectedDataMonitor(container: container, eventLog: mount.directory.path + "/no-such.jsonl")
     missing.start()
     #expect(missing.source == .polling)
     missing.stop()
@@ -113,7 +113,7 @@ extension TestMount {
     try process.run()
     let path = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
     process.waitUntilExit()
-    try #require(process.terminationStatus == 0 && path.hasSuffix(".events"), "APPBOX_EVENTS: \(path)")
+    try #require(process.terminationStatus == 0 && path.hasSuffix(".jsonl"), "APPBOX_EVENTS: \(path)")
     return path
   }
 }

@@ -1,3 +1,4 @@
+import AppBoxEvents
 import Foundation
 import Testing
 
@@ -74,12 +75,16 @@ struct ReportPageTests {
 
   @Test("names with markup or control characters stay text and keep the page well-formed")
   func hostileNames() throws {
+    // The schema refuses unknown domains and reasons: names come only from paths, mount
+    // ids and the source.
     let log = """
-      {"type":"usage","time":1,"used":1,"capacity":2,"noSpace":0,"state":"UNLOCKED","reason":"mount"}
+      {"type":"log","version":1,"mount":"</svg>]]>","time":1,"segment":0}
+      {"type":"usage","time":1,"used":1,"capacity":2,"caches":0,"tmp":0,"purges":0,"bytesPurged":0,"noSpace":0,"state":"UNLOCKED","reason":"mount"}
       {"type":"purge","time":2,"path":"Library/Caches/</svg><script>alert(1)</script>\\u0001","bytes":4096,"domain":"caches","reason":"explicit","lastUse":1}
-      {"type":"purge","time":2,"path":"x","bytes":4096,"domain":"</title>\\"'&","reason":"]]>","lastUse":1}
+      {"type":"log","version":1,"mount":"<script>","time":2,"segment":0}
+      {"type":"future</svg>","time":2}
       """
-    let page = ReportPage.html(EventLogParser.parse(log), source: "s")
+    let page = ReportPage.html(EventLogParser.parse(log), source: "</title>\"'&")
     #expect(PageOutline.parse(page) != nil)
     #expect(!page.contains("<script"))
     #expect(page.contains("&lt;/title&gt;&quot;&#39;&amp;"))
@@ -100,19 +105,30 @@ struct ExperimentResultTests {
   func run(_ capacity: Int64, _ index: Int, purges: Int, recreated: Int, status: Int32 = 0, seconds: Double = 1)
     -> ExperimentRun
   {
-    var events: [ReportEvent] = [
-      .usage(.init(time: 0, used: 0, capacity: capacity, noSpace: 0, state: "UNLOCKED", reason: "mount"))
-    ]
+    func sample(_ time: Double, noSpace: Int, _ reason: UsageEvent.Reason) -> AppBoxEvent {
+      .usage(
+        UsageEvent(
+          time: time,
+          sample: UsageSample(
+            used: 0, capacity: capacity, caches: 0, tmp: 0, purges: 0, bytesPurged: 0, noSpace: noSpace),
+          state: .unlocked, reason: reason))
+    }
+    var events: [AppBoxEvent] = [sample(0, noSpace: 0, .mount)]
     for index in 0..<purges {
       events.append(
-        .purge(.init(time: 1, path: "Library/Caches/\(index)", bytes: 1 << 20, domain: "caches", reason: "pressure")))
+        .purge(
+          PurgeEvent(
+            time: 1, pathBytes: Array("Library/Caches/\(index)".utf8), bytes: 1 << 20, domain: .caches,
+            reason: .pressure, lastUse: 0)))
     }
     for index in 0..<recreated {
       events.append(
-        .cost(
-          .init(recreated: true, time: 2, path: "Library/Caches/\(index)", purgedBytes: 1 << 20, secondsSincePurge: 1)))
+        .purgeCost(
+          PurgeCostEvent(
+            kind: .recreated, time: 2, path: Array("Library/Caches/\(index)".utf8), purgedBytes: 1 << 20,
+            secondsSincePurge: 1)))
     }
-    events.append(.usage(.init(time: 3, used: 0, capacity: capacity, noSpace: index, state: nil, reason: "unmount")))
+    events.append(sample(3, noSpace: index, .unmount))
     return ExperimentRun(
       capacity: capacity, run: index, exitStatus: status, seconds: seconds, summary: ReportSummary(events))
   }

@@ -1,3 +1,4 @@
+import AppBoxEvents
 import Testing
 
 @testable import AppBoxReport
@@ -55,7 +56,8 @@ struct ReportSummaryTests {
     #expect(empty.events == 0 && empty.duration == 0 && empty.noSpace == nil && empty.purgeCost == 0)
     #expect(empty.text.contains("no usage samples"))
     let old = ReportSummary([
-      .state(time: 1, from: "UNLOCKED", to: "GRACE"), .state(time: 3, from: "GRACE", to: "LOCKED"),
+      .state(DeviceStateEvent(time: 1, from: .unlocked, to: .grace)),
+      .state(DeviceStateEvent(time: 3, from: .grace, to: .locked)),
     ])
     #expect(old.timeInState.map(\.seconds) == [0, 2, 0])
   }

@@ -116,20 +116,25 @@ struct ControlChannelTests {
     #expect(byOperation.values.reduce(0, +) == 4, "\(byOperation)")
 
     try fixture.control("unlock")
-    // Events are written asynchronously: wait for the last one.
+    // Events are written asynchronously, and the second refusal of the same open of
+    // Documents/a/file is coalesced (written when its window closes): wait for both.
     var events: [[String: Any]] = []
     let complete = fixture.waitUntil {
       events = (try? fixture.events()) ?? []
       return events.contains { $0["type"] as? String == "state" && $0["to"] as? String == "UNLOCKED" }
+        && events.filter { $0["type"] as? String == "refusal" }.count == 4
     }
     #expect(complete, "\(events)")
-    let refusalEvents = events.filter { $0["type"] as? String == "refusal" }
+    let refusalEvents = events.filter { $0["type"] as? String == "refusal" }.sorted {
+      Experiment.number($0, "time") < Experiment.number($1, "time")
+    }
     #expect(refusalEvents.count == 4, "\(refusalEvents)")
     let paths = refusalEvents.compactMap { $0["path"] as? String }
     #expect(paths == ["Documents/a/file", "Documents/a/file", "Documents/a/new", "Documents/b"], "\(paths)")
     for event in refusalEvents {
       #expect(event["state"] as? String == "LOCKED")
       #expect(event["time"] is NSNumber, "\(event)")
+      #expect(event["count"] == nil, "one refusal each: \(event)")
     }
     #expect(
       refusalEvents.map { $0["class"] as? String ?? "" } == ["complete", "complete", "complete", "completeUnlessOpen"])

@@ -37,10 +37,15 @@ struct ControlVerificationTests {
     let removeRuntime = try Self.intruderRuntimeDirectory()
     defer { removeRuntime() }
     let mount = try OtherUsersMount(uid: Self.owner, arguments: ["--unlocked", "--grace", "0"])
+    // The intruder's fake log has the real mount's id.
+    let status = try Command.run(Command.appbox, ["status", "--json", mount.mountpoint])
+    let id = try #require(
+      ((try? JSONSerialization.jsonObject(with: Data(status.output.utf8))) as? [String: Any])
+        .flatMap { $0["eventLog"] as? [String: Any] }?["id"] as? String, "\(status.output)")
     let fake = try FakeControlServer(
       uid: Self.intruder, socket: Self.fakeSocket(mount.mountpoint),
       reply: #"{"ok":true,"state":"LOCKED","files":0,"bytes":0}"#,
-      events: Self.intruderRun + "/appbox/" + ControlFiles.name(for: mount.mountpoint, "events"))
+      events: Self.intruderRun + "/appbox/" + ControlFiles.name(for: mount.mountpoint, "events.d") + "/\(id).jsonl")
     defer { fake.stop() }
 
     let lock = try Command.run(Command.appbox, ["lock", mount.mountpoint])
@@ -77,7 +82,8 @@ struct ControlVerificationTests {
     let fake = try FakeControlServer(
       uid: Self.intruder, socket: Self.fakeSocket(mount.mountpoint),
       reply: #"{"ok":true,"state":"LOCKED","files":0,"bytes":0}"#,
-      events: Self.intruderRun + "/appbox/" + ControlFiles.name(for: mount.mountpoint, "events"))
+      events: Self.intruderRun + "/appbox/" + ControlFiles.name(for: mount.mountpoint, "events.d")
+        + "/20260101-000000-fake.jsonl")
     defer { fake.stop() }
 
     let lock = try Command.run(Command.appbox, ["lock", mount.mountpoint])

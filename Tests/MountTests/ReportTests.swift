@@ -35,7 +35,7 @@ struct EventTotals {
       case "missed":
         missed += 1
         missedPaths.append(event["path"] as? String ?? "")
-      case "refusal": refusals += 1
+      case "refusal": refusals += Int(number("count") == 0 ? 1 : number("count"))  // coalesced: its count
       case "usage":
         usageSamples += 1
         noSpace = max(noSpace, Int(number("noSpace")))
@@ -87,7 +87,7 @@ struct ReportTests {
     #expect(
       afterResize["reason"] as? String == "capacity" && Experiment.number(afterResize, "capacity") == Double(8 * mib))
     let used = Quota.number(try Quota.status(fixture.mountpoint), "used")
-    let eventsFile = ControlFiles.path(for: fixture.mountpoint, "events")
+    let eventsFile = try #require(ControlFiles.eventLog(for: fixture.mountpoint))
     try fixture.unmount()
     let all = EventTotals.events(try String(contentsOfFile: eventsFile, encoding: .utf8))
     let last = try #require(all.last)

@@ -53,12 +53,4 @@ struct PressureScheduleTests {
       "\(error)".contains("line 2: capacity '1%' is below the minimum")
     }
   }
-
-  @Test("a capacity change is one JSON line")
-  func capacityEvent() {
-    let event = CapacityEvent(time: 2.5, from: 64 << 20, to: 32 << 20, reason: .schedule)
-    #expect(
-      event.jsonLine == "{\"type\":\"capacity\",\"time\":2.5,\"from\":67108864,\"to\":33554432,\"reason\":\"schedule\"}"
-    )
-  }
 }

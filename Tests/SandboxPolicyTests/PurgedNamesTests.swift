@@ -1,7 +1,7 @@
 import SandboxPolicy
 import Testing
 
-@Suite("Purged names and purge-cost events")
+@Suite("Purged names and purge-cost counters")
 struct PurgedNamesTests {
   func key(_ name: String, in directory: UInt64 = 7) -> PurgedNames.Key {
     PurgedNames.Key(directory: directory, name: Array(name.utf8))
@@ -39,16 +39,8 @@ struct PurgedNamesTests {
     #expect(names.count == 3)
   }
 
-  @Test("events are one JSON line; counters add up")
-  func events() {
-    let event = PurgeCostEvent(
-      kind: .recreated, time: 12.5, path: Array("Library/Caches/a".utf8), purgedBytes: 4096, secondsSincePurge: 2.5)
-    #expect(
-      event.jsonLine
-        == "{\"type\":\"recreated\",\"time\":12.5,\"path\":\"Library/Caches/a\",\"purgedBytes\":4096,\"secondsSincePurge\":2.5}"
-    )
-    let odd = PurgeCostEvent(kind: .missed, time: 1, path: [0x74, 0xFF], purgedBytes: 0, secondsSincePurge: 0)
-    #expect(odd.jsonLine.contains("\"type\":\"missed\"") && odd.jsonLine.contains("\"pathHex\":\"74ff\""))
+  @Test("purge-cost counters add up")
+  func counters() {
     var counters = PurgeCostCounters()
     counters.count(.recreated, purgedBytes: 10)
     counters.count(.recreated, purgedBytes: 5)

@@ -237,7 +237,7 @@ final class MountFixture {
     return descriptors.filter { descriptor in
       let target = descriptor.target
       return descriptor.fd > 2 && !descriptor.pathOnly && target.hasPrefix("/") && target != backing
-        && target != "/dev/fuse" && !target.hasSuffix(".log") && !target.hasSuffix(".events")
+        && target != "/dev/fuse" && !target.hasSuffix(".log") && !target.hasSuffix(".jsonl")
     }.map(\.target)
   }
 

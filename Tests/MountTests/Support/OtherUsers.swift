@@ -100,6 +100,7 @@ final class FakeControlServer {
       path, reply, events = sys.argv[1], sys.argv[2], sys.argv[3]
       os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
       if events:
+          os.makedirs(os.path.dirname(events), mode=0o700, exist_ok=True)
           with open(events, 'w') as f:
               f.write('{"type":"state","time":1,"from":"UNLOCKED","to":"FAKE"}\\n')
       try:

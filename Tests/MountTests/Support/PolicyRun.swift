@@ -47,7 +47,7 @@ struct PolicyRun {
     local = DifferentialSide(root: localRoot)
     mounted = DifferentialSide(root: fixture.mountpoint)
     model = PolicyModel(localRoot: localRoot, passthroughAvailable: passthrough)
-    events = EventLogReader(path: ControlFiles.path(for: fixture.mountpoint, "events"))
+    events = EventLogReader(path: try #require(ControlFiles.eventLog(for: fixture.mountpoint)))
     refreshTrees()
   }
 

@@ -228,6 +228,15 @@ enum ControlFiles {
     return String(hash, radix: 16) + "." + suffix
   }
 
+  /// The current mount's event log (`<hash>.events.d/ID.jsonl`, the newest id: ids sort
+  /// by the mount's start) in the runtime directory; nil when there is none.
+  static func eventLog(for mountpoint: String, in runtime: String = directory) -> String? {
+    let logs = runtime + "/" + name(for: mountpoint, "events.d")
+    let names = (try? FileManager.default.contentsOfDirectory(atPath: logs)) ?? []  // none yet: nil
+    let current = names.filter { $0.hasSuffix(".jsonl") && !$0.hasSuffix(".1.jsonl") }.sorted().last
+    return current.map { logs + "/" + $0 }
+  }
+
   /// A root daemon's runtime directory: `$XDG_RUNTIME_DIR/appbox`, else `/run/appbox`.
   static var directory: String {
     if let xdg = ProcessInfo.processInfo.environment["XDG_RUNTIME_DIR"], xdg.hasPrefix("/") { return xdg + "/appbox" }
