@@ -193,9 +193,16 @@ public final class SandboxFilesystem: Filesystem {
   }
 
   /// The reply for `inode` with fresh attributes.
+  ///
+  /// Past the descriptor budget the entry is not cached (timeout 0): the kernel deletes
+  /// such a name once no program uses it and forgets its inode, closing the descriptor,
+  /// without waiting for ``releaseDescriptors()``'s invalidations, which a lookup waiting
+  /// for a descriptor in the same directory would hold up (an invalidation takes the
+  /// directory's lock, which the lookup holds).
   func entry(_ inode: Inode, _ attributes: stat) -> Entry {
     Entry(
-      node: inodes.node(inode), attributes: attributes, entryTimeout: configuration.entryTimeout,
+      node: inodes.node(inode), attributes: attributes,
+      entryTimeout: inodes.count > descriptorBudget ? 0 : configuration.entryTimeout,
       attributeTimeout: configuration.attributeTimeout(for: attributes),
       generation: inode === inodes.root ? 0 : generation)
   }
