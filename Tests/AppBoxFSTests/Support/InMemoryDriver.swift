@@ -6,13 +6,19 @@ import Synchronization
   import Glibc
 #endif
 
-/// A driver without a kernel: no passthrough, nothing to hand off.
-struct InMemoryDriver: FilesystemDriver {
+/// A driver without a kernel: no passthrough, and no other reader to hand the device to
+/// (it counts how often a handler asked, as a long wait on a mount would).
+final class InMemoryDriver: FilesystemDriver {
+  private let handOffs = Atomic<Int>(0)
+
   var passthrough: any PassthroughFiles { NoPassthrough() }
-  func handOff() {}
+  func handOff() { handOffs.add(1, ordering: .relaxed) }
   var busyPoll: (microseconds: UInt32, polled: UInt64, waited: UInt64) { (0, 0, 0) }
   var requestCounts: [(operation: String, count: UInt64)] { [] }
   var transport: TransportStatus { TransportStatus(inUse: .devFuse, requested: .devFuse) }
+
+  /// How often handlers handed the device off so far.
+  var handOffCount: Int { handOffs.load(ordering: .relaxed) }
 }
 
 /// Passthrough is never available outside a FUSE session.
@@ -78,20 +84,48 @@ struct ByteWriteData: WriteData {
   }
 }
 
-/// A readdir reply as a list of names.
+/// A readdir reply as a list of names, full after `capacity` entries (as a reply buffer
+/// fills up).
 struct ListFiller: DirectoryFiller {
   let plus: Bool
+  var capacity = Int.max
   var names: [[UInt8]] = []
   var entries: [Entry] = []
+  /// The offset to ask for next (what the last added entry said).
+  var nextOffset: off_t = 0
+
+  init(plus: Bool, capacity: Int = .max) {
+    self.plus = plus
+    self.capacity = capacity
+  }
 
   mutating func add(name: FileName, attributes: stat, nextOffset: off_t) -> Bool {
+    guard names.count < capacity else { return false }
     names.append(name.bytes)
+    self.nextOffset = nextOffset
     return true
   }
 
   mutating func add(name: FileName, entry: Entry, nextOffset: off_t) -> Bool {
+    guard names.count < capacity else { return false }
     names.append(name.bytes)
     entries.append(entry)
+    self.nextOffset = nextOffset
     return true
+  }
+}
+
+/// A write request whose copy fails with `error` after writing `written` of its bytes (a
+/// full or failing backing filesystem part-way).
+struct FailingWriteData: WriteData {
+  let bytes: [UInt8]
+  let written: Int
+  let error: Errno
+
+  var count: Int { bytes.count }
+
+  func write(to fd: Int32, at offset: off_t, limit: Int?) throws(Errno) -> Int {
+    if written > 0 { _ = try ByteWriteData(bytes: Array(bytes.prefix(written))).write(to: fd, at: offset, limit: nil) }
+    throw error
   }
 }
