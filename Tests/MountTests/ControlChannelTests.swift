@@ -175,27 +175,6 @@ struct ControlChannelTests {
     #expect(follower.terminationStatus == 0)
   }
 
-  @Test("a refusal in BFU is logged with the state BFU")
-  func bfuRefusalEvent() throws {
-    let fixture = try MountFixture(arguments: ["--bfu"]) { backing in
-      try FileManager.default.createDirectory(atPath: backing + "/Documents", withIntermediateDirectories: true)
-      try Sys2.write(backing + "/Documents/c", "c")
-    }
-    #expect(Sys2.tryOpen(fixture.path("Documents/c"), O_RDONLY) == .eperm)
-    var events: [[String: Any]] = []
-    #expect(
-      fixture.waitUntil {
-        events = (try? fixture.events()) ?? []
-        return !events.isEmpty
-      })
-    let refusal = events.first { $0["type"] as? String == "refusal" }
-    #expect(refusal?["path"] as? String == "Documents/c")
-    #expect(refusal?["class"] as? String == "completeUntilFirstUserAuthentication")
-    #expect(refusal?["state"] as? String == "BFU")
-    #expect(refusal?["operation"] as? String == "openExisting")
-    try fixture.unmount()
-  }
-
   @Test("drop-caches: the kernel forgets the mount's idle files and directories, but not a working directory")
   func dropCaches() throws {
     let fixture = try MountFixture.unlocked()

@@ -187,7 +187,8 @@ struct FileIOTests {
     try fixture.unmount()
   }
 
-  @Test("fallocate: mode 0 grows the size, KEEP_SIZE allocates without growing")
+  @Test(
+    "fallocate: mode 0 grows the size, KEEP_SIZE allocates without growing; collapse range is EOPNOTSUPP (the kernel's)")
   func fallocateGrow() throws {
     let fixture = try MountFixture.unlocked()
     let path = fixture.path("Documents/alloc")
@@ -202,6 +203,8 @@ struct FileIOTests {
     #expect(st.st_size == 1 << 20)
     #expect(st.st_blocks * 512 >= 2 << 20)
     #expect(try statPath(fixture.backingPath("Documents/alloc")).st_size == 1 << 20)
+    // Collapse and insert range: the kernel's FUSE client passes neither to a daemon.
+    #expect(errnoOf(Libc.fallocate(fd, 0x08, 65_536, 65_536)) == EOPNOTSUPP)
     close(fd)
     try fixture.unmount()
   }

@@ -237,20 +237,6 @@ struct NamespaceTests {
     try fixture.unmount()
   }
 
-  @Test("RENAME_EXCHANGE of two regular files in different domains swaps them, as files move freely between domains")
-  func renameExchangeFilesAcrossDomains() throws {
-    let fixture = try MountFixture.unlocked()
-    try writeFile(fixture.path("Documents/a"), bytes("A"))
-    try writeFile(fixture.path("Library/Caches/b"), bytes("BB"))
-    // Each file alone may move across (see fileRenameAcrossDomains); exchanging them is two such moves.
-    let result = Libc.renameat2(
-      AT_FDCWD, fixture.path("Documents/a"), AT_FDCWD, fixture.path("Library/Caches/b"), LinuxConstants.RENAME_EXCHANGE)
-    #expect(errnoOf(result) == 0)
-    #expect(try readFile(fixture.path("Documents/a")) == bytes(result == 0 ? "BB" : "A"))
-    #expect(try readFile(fixture.backingPath("Library/Caches/b")) == bytes(result == 0 ? "A" : "BB"))
-    try fixture.unmount()
-  }
-
   @Test("RENAME_EXCHANGE of a directory with a directory or a file in another domain swaps them")
   func renameExchangeDirectoryAcrossDomains() throws {
     let fixture = try MountFixture.unlocked()
@@ -486,30 +472,4 @@ struct NamespaceTests {
     try fixture.unmount()
   }
 
-  @Test("a file moves freely between domains, its bytes and inode with it")
-  func fileRenameAcrossDomains() throws {
-    let fixture = try MountFixture.unlocked()
-    try writeFile(fixture.path("tmp/f"), pattern(50_000, seed: 8))
-    let ino = try statPath(fixture.path("tmp/f")).st_ino
-    #expect(rename(fixture.path("tmp/f"), fixture.path("Documents/f")) == 0)
-    #expect(try statPath(fixture.path("Documents/f")).st_ino == ino)
-    #expect(rename(fixture.path("Documents/f"), fixture.path("Library/Caches/f")) == 0)
-    #expect(try readFile(fixture.path("Library/Caches/f")) == pattern(50_000, seed: 8))
-    #expect(try readFile(fixture.backingPath("Library/Caches/f")) == pattern(50_000, seed: 8))
-    #expect(try directoryNames(fixture.backingPath("tmp")) == [])
-    #expect(try directoryNames(fixture.backingPath("Documents")) == [])
-    try fixture.unmount()
-  }
-
-  @Test("hard links stay within a domain: EXDEV across domains, nothing created")
-  func linkAcrossDomains() throws {
-    let fixture = try MountFixture.unlocked()
-    try writeFile(fixture.path("Library/Caches/a"), bytes("a"))
-    #expect(errnoOf(link(fixture.path("Library/Caches/a"), fixture.path("Documents/a"))) == EXDEV)
-    #expect(errnoOf(link(fixture.path("Library/Caches/a"), fixture.path("tmp/a"))) == EXDEV)
-    #expect(try statPath(fixture.path("Library/Caches/a")).st_nlink == 1)
-    #expect(try directoryNames(fixture.path("Documents")) == [])
-    #expect(try directoryNames(fixture.backingPath("tmp")) == [])
-    try fixture.unmount()
-  }
 }

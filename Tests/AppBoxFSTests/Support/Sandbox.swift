@@ -65,8 +65,8 @@ final class Sandbox {
     var options = SandboxOptions()
     options.capacity = capacity
     options.gracePeriod = 0
-    options.eventsPath = eventsPath
     configure(&options)
+    options.eventsPath = eventsPath
     self.options = options
     driver = InMemoryDriver()
     fs = try SandboxFilesystem(
@@ -84,6 +84,7 @@ final class Sandbox {
       root: temporary, capacity: capacity ?? options.capacity, events: "events-\(count).jsonl",
       { options in
         options = self.options
+        if let capacity { options.capacity = capacity }
         configure(&options)
       })
   }
@@ -237,21 +238,32 @@ final class Sandbox {
     }
   }
 
+  /// Bytes of the files on the purge catalog by domain, open ones included.
+  var tracked: [StorageDomain: Int64] {
+    fs.storage.books.withLock { books in
+      Dictionary(uniqueKeysWithValues: StorageDomain.purgeOrder.map { ($0, books.catalog.trackedBytes(domain: $0)) })
+    }
+  }
+
   /// Files on the purge catalog.
   var purgeableFiles: Int { fs.storage.books.withLock { $0.catalog.count } }
 
   /// Expects the books to be exact: usage by domain and purgeable bytes as a fresh
   /// mount-time scan of the backing tree finds them, the total as `du` counts the tree
   /// (allocated blocks, hard links once), each domain's usage as `du` counts its
-  /// directory, the catalog exactly the backing's single-link files in Caches and tmp
-  /// that are not open, and nothing in flight.
+  /// directory, the catalog the files and bytes the scan finds (open files included), and
+  /// nothing in flight.
   func expectExactBooks(sourceLocation: SourceLocation = #_sourceLocation) throws {
     let rescan = try SandboxFilesystem(
       backingDirectory: backing, configuration: CacheTimeouts(), options: options, driver: InMemoryDriver())
     let fresh = Sandbox.books(of: rescan)
     let usage = self.usage
     #expect(usage == fresh.usage, "usage by domain", sourceLocation: sourceLocation)
-    #expect(purgeable == fresh.purgeable, "purgeable bytes", sourceLocation: sourceLocation)
+    // A fresh scan has nothing open: every file it catalogs is purgeable.
+    #expect(tracked == fresh.purgeable, "catalogued bytes", sourceLocation: sourceLocation)
+    #expect(
+      fs.storage.books.withLock { $0.catalog.count } == rescan.storage.books.withLock { $0.catalog.count },
+      "catalogued files", sourceLocation: sourceLocation)
     #expect(used == Self.diskUsage(backing), "used against du", sourceLocation: sourceLocation)
     for domain in [StorageDomain.documents, .applicationSupport, .preferences, .caches, .tmp] {
       let path = backing + "/" + domain.rootComponents.map { String(decoding: $0, as: UTF8.self) }.joined(separator: "/")
