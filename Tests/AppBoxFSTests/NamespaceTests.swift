@@ -66,4 +66,74 @@ struct NamespaceTests {
       }
     }
   }
+
+  @Test("files already in the backing tree: a create without O_EXCL opens them without truncating; with it, EEXIST")
+  func preexistingBackingFiles() throws {
+    let box = try Sandbox(prepare: { backing in
+      try Sys.mkdir(backing + "/Documents", 0o755)
+      try TestFiles.write(backing + "/Documents/old", bytes("old data"))
+      try TestFiles.write(backing + "/Documents/old2", bytes("old2"))
+    })
+    // The kernel has not looked these names up yet, so it sends CREATE.
+    let file = try box.create("Documents/old", mode: 0o600, flags: O_WRONLY)
+    #expect(try box.write(file, bytes("NEW")) == 3)
+    box.release(file)
+    #expect(try box.contents("Documents/old") == bytes("NEW data"))
+    #expect(try box.getattr("Documents/old").st_mode & 0o777 == 0o644, "the mode is the existing file's")
+    #expect(throws: Errno.exists) { try box.create("Documents/old2", flags: O_WRONLY | O_EXCL) }
+    #expect(try box.contents("Documents/old2") == bytes("old2"))
+    try box.expectExactBooks()
+  }
+
+  @Test("a new file has the mode asked for, less the caller's umask, and belongs to the caller")
+  func newFileMode() throws {
+    let box = try Sandbox()
+    let file = try box.create("Documents/excl", mode: 0o666)
+    box.release(file)
+    #expect(try box.backingStat("Documents/excl").st_mode & 0o777 == 0o644)
+    #expect(try box.backingStat("Documents/excl").st_size == 0)
+  }
+
+  @Test("O_TRUNC empties an existing file; what is written then is all it holds")
+  func truncateOnOpen() throws {
+    let box = try Sandbox()
+    try box.writeFile("Documents/t", bytes("0123456789"))
+    let file = try box.open("Documents/t", flags: O_RDWR | O_TRUNC)
+    #expect(try box.fs.getattr(Sandbox.root, node: file.node, handle: file.handle).st_size == 0)
+    #expect(try box.write(file, bytes("ab")) == 2)
+    box.release(file)
+    #expect(try box.contents("Documents/t") == bytes("ab"))
+    #expect(try box.backingContents("Documents/t") == bytes("ab"))
+  }
+
+  @Test("an unlinked file stays readable and writable through its open handle; its name is gone at once")
+  func openUnlinked() throws {
+    let box = try Sandbox()
+    let file = try box.create("tmp/scratch", mode: 0o600)
+    #expect(try box.write(file, bytes("before")) == 6)
+    try box.unlink("tmp/scratch")
+    #expect(throws: Errno.noEntry) { try box.lookup("tmp/scratch") }
+    #expect(try box.write(file, bytes("+after"), at: 6) == 6)
+    #expect(try box.read(file, count: 100) == bytes("before+after"))
+    #expect(try box.fs.getattr(Sandbox.root, node: file.node, handle: file.handle).st_nlink == 0)
+    box.release(file)
+    #expect(box.backingList("tmp") == [])
+    try box.expectExactBooks()
+  }
+
+  @Test("new files, directories, symlinks and FIFOs belong to the caller, on the backing tree", .enabled(if: geteuid() == 0))
+  func ownership() throws {
+    let box = try Sandbox()
+    try box.mkdir("tmp/shared", mode: 0o777)
+    try Sys.chmod(box.backing + "/tmp/shared", 0o1777)
+    box.release(try box.create("tmp/shared/file", as: Sandbox.nobody))
+    try box.mkdir("tmp/shared/dir", as: Sandbox.nobody)
+    try box.symlink("file", at: "tmp/shared/link", as: Sandbox.nobody)
+    try box.mknod("tmp/shared/fifo", mode: S_IFIFO | 0o644, as: Sandbox.nobody)
+    for name in ["file", "dir", "link", "fifo"] {
+      let st = try box.backingStat("tmp/shared/" + name)
+      #expect(st.st_uid == 65534 && st.st_gid == 65534, "\(name)")
+    }
+    try box.expectExactBooks()
+  }
 }

@@ -237,24 +237,6 @@ struct NamespaceTests {
     try fixture.unmount()
   }
 
-  @Test("RENAME_EXCHANGE of a directory with a directory or a file in another domain swaps them")
-  func renameExchangeDirectoryAcrossDomains() throws {
-    let fixture = try MountFixture.unlocked()
-    #expect(mkdir(fixture.path("Documents/d"), 0o755) == 0)
-    try writeFile(fixture.path("Documents/d/inside"), bytes("d"))
-    #expect(mkdir(fixture.path("tmp/e"), 0o755) == 0)
-    try writeFile(fixture.path("tmp/f"), bytes("f"))
-    let flags = LinuxConstants.RENAME_EXCHANGE
-    #expect(errnoOf(Libc.renameat2(AT_FDCWD, fixture.path("Documents/d"), AT_FDCWD, fixture.path("tmp/e"), flags)) == 0)
-    #expect(try readFile(fixture.path("tmp/e/inside")) == bytes("d"))
-    #expect(try directoryNames(fixture.path("Documents/d")) == [])
-    #expect(errnoOf(Libc.renameat2(AT_FDCWD, fixture.path("Documents/d"), AT_FDCWD, fixture.path("tmp/f"), flags)) == 0)
-    #expect(fileType(try statPath(fixture.path("tmp/f"))) == S_IFDIR)
-    #expect(try readFile(fixture.path("Documents/d")) == bytes("f"))
-    #expect(try readFile(fixture.backingPath("Documents/d")) == bytes("f"))
-    try fixture.unmount()
-  }
-
   @Test("RENAME_EXCHANGE through Python ctypes (renameat2 from libc)")
   func renameExchangePython() throws {
     let fixture = try MountFixture.unlocked()
@@ -448,28 +430,4 @@ struct NamespaceTests {
     for (i, name) in names.enumerated() { #expect(try readFile(fixture.path("Documents/" + name)) == bytes("\(i)")) }
     try fixture.unmount()
   }
-
-  // MARK: - storage domains
-
-  @Test(
-    "a directory moves to another domain with one rename, as on a device: `mv` keeps its inode (no copy)",
-    arguments: [
-      ("Documents/d", "tmp/d"), ("Library/Caches/d", "Documents/d"), ("tmp/d", "Library/Application Support/d"),
-      ("Library/Preferences/d", "Library/Caches/d"),
-    ])
-  func directoryRenameAcrossDomains(source: String, target: String) throws {
-    let fixture = try MountFixture.unlocked()
-    #expect(mkdir(fixture.path(source), 0o755) == 0)
-    try writeFile(fixture.path(source + "/f"), bytes("f"))
-    let ino = try statPath(fixture.path(source)).st_ino
-    #expect(rename(fixture.path(source), fixture.path(target)) == 0)
-    #expect(try readFile(fixture.path(target + "/f")) == bytes("f"))
-    #expect(errnoOf(access(fixture.path(source), F_OK)) == ENOENT)
-    #expect(errnoOf(access(fixture.backingPath(source), F_OK)) == ENOENT)
-    try Command.shell("mv " + shellQuote(fixture.path(target)) + " " + shellQuote(fixture.path(source)))
-    #expect(try statPath(fixture.path(source)).st_ino == ino)
-    #expect(try readFile(fixture.backingPath(source + "/f")) == bytes("f"))
-    try fixture.unmount()
-  }
-
 }
