@@ -62,7 +62,13 @@ extension SandboxFilesystem {
     _ name: FileName, in directory: Inode, protection: ProtectionClass?,
     reserved: consuming Reservation, room: consuming Reservation, openFD: Int32? = nil
   ) throws(Errno) -> Entry {
-    let entry = try lookupEntry(in: directory, name: name)
+    let entry: Entry
+    do throws(Errno) { entry = try lookupEntry(in: directory, name: name) } catch {
+      // Not looked up, it could not be given its class: undo the create (see below).
+      removeCreated(name, in: directory, because: error)
+      settle(room, directory, fd: directory.fd)
+      throw error
+    }
     let inode = inodes.inode(entry.node)
     let storedAttribute: Bool
     do throws(Errno) {
@@ -71,13 +77,7 @@ extension SandboxFilesystem {
         ?? false
     } catch {
       // Without its class the item would fall back to the default one: undo the create.
-      do throws(Errno) {
-        try Sys.unlinkat(directory.fd, name.cString, inode.isDirectory ? AT_REMOVEDIR : 0)
-      } catch let kept {
-        log(
-          "create: cannot store the class of \(String(decoding: name.bytes, as: UTF8.self)) (\(error)) nor remove it (\(kept))"
-        )
-      }
+      removeCreated(name, in: directory, isDirectory: inode.isDirectory, because: error)
       forget(entry.node, count: 1)
       reserved.cancel()
       settle(room, directory, fd: directory.fd)
@@ -94,6 +94,21 @@ extension SandboxFilesystem {
       if openFD == nil { countWrittenAgain(inode) }  // mknod: nothing will be written through a handle of its own
     }
     return entry
+  }
+
+  /// Removes `name`, just created in `directory`, when the create cannot be completed
+  /// (`error`): no item is left without its class. Logged when even that fails.
+  /// - Parameter isDirectory: what the item is, if known (else a file is tried first).
+  private func removeCreated(_ name: FileName, in directory: Inode, isDirectory: Bool? = nil, because error: Errno) {
+    do throws(Errno) {
+      do throws(Errno) {
+        try Sys.unlinkat(directory.fd, name.cString, isDirectory == true ? AT_REMOVEDIR : 0)
+      } catch let unlinked where isDirectory == nil && unlinked == .isDirectory {
+        try Sys.unlinkat(directory.fd, name.cString, AT_REMOVEDIR)
+      }
+    } catch let kept {
+      log("create: cannot finish \(String(decoding: name.bytes, as: UTF8.self)) (\(error)) nor remove it (\(kept))")
+    }
   }
 
   /// Reserves a block for the growth of `directory` by one more name (ENOSPC when even
