@@ -13,6 +13,18 @@ enum TestFiles {
     (try? FileManager.default.contentsOfDirectory(atPath: path)) ?? []
   }
 
+  /// The names in directory `path` as bytes, without `.` and `..`.
+  static func rawEntries(of path: String) -> [[UInt8]] {
+    guard let directory = opendir(path) else { return [] }
+    defer { closedir(directory) }
+    var names: [[UInt8]] = []
+    while let entry = readdir(directory) {
+      let name = withUnsafeBytes(of: entry.pointee.d_name) { Array($0.prefix { $0 != 0 }) }
+      if name != [0x2E] && name != [0x2E, 0x2E] { names.append(name) }
+    }
+    return names
+  }
+
   /// The text of the file at `path`.
   static func text(of path: String) -> String? {
     try? String(contentsOfFile: path, encoding: .utf8)
