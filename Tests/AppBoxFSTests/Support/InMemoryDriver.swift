@@ -10,8 +10,12 @@ import Synchronization
 /// (it counts how often a handler asked, as a long wait on a mount would).
 final class InMemoryDriver: FilesystemDriver {
   private let handOffs = Atomic<Int>(0)
+  private let files: (any PassthroughFiles)?
 
-  var passthrough: any PassthroughFiles { NoPassthrough() }
+  /// A driver without passthrough, or with `passthrough` standing in for the kernel's.
+  init(passthrough: (any PassthroughFiles)? = nil) { files = passthrough }
+
+  var passthrough: any PassthroughFiles { files ?? NoPassthrough() }
   func handOff() { handOffs.add(1, ordering: .relaxed) }
   var busyPoll: (microseconds: UInt32, polled: UInt64, waited: UInt64) { (0, 0, 0) }
   var requestCounts: [(operation: String, count: UInt64)] { [] }
@@ -26,6 +30,30 @@ struct NoPassthrough: PassthroughFiles {
   var isAvailable: Bool { false }
   func register(_ fd: Int32) -> BackingID? { nil }
   func unregister(_ id: BackingID) {}
+}
+
+/// Passthrough as a kernel that agreed to it: registrations get ids, and are counted.
+final class RecordingPassthrough: PassthroughFiles {
+  private let state = Mutex<(next: Int32, registered: Set<Int32>, total: Int)>((1, [], 0))
+
+  var isAvailable: Bool { true }
+
+  func register(_ fd: Int32) -> BackingID? {
+    state.withLock { state in
+      defer { state.next += 1 }
+      state.registered.insert(state.next)
+      state.total += 1
+      return BackingID(rawValue: state.next)
+    }
+  }
+
+  func unregister(_ id: BackingID) { state.withLock { _ = $0.registered.remove(id.rawValue) } }
+
+  /// Registrations not dropped yet.
+  var registered: Int { state.withLock { $0.registered.count } }
+
+  /// Registrations ever made.
+  var total: Int { state.withLock { $0.total } }
 }
 
 /// Records the kernel notifications the filesystem sends.

@@ -27,7 +27,7 @@ final class SandboxRoot: Sendable {
 
 /// A `SandboxFilesystem` over a fresh temporary backing directory, driven through its
 /// protocol as the FUSE bridge would drive it, with paths for names.
-final class Sandbox {
+final class Sandbox: Sendable {
   /// Where the backing directory and the event log live.
   let temporary: SandboxRoot
   /// The backing directory.
@@ -50,16 +50,20 @@ final class Sandbox {
   ///   - configure: changes the options.
   ///   - prepare: fills the backing directory before the filesystem indexes it (as a
   ///     tree copied in before a mount).
+  ///   - driver: what serves it (one with a stand-in for the kernel's passthrough, say).
   convenience init(
     capacity: Int64 = 64 << 20, _ configure: (inout SandboxOptions) -> Void = { _ in },
-    prepare: (String) throws -> Void = { _ in }
+    prepare: (String) throws -> Void = { _ in }, driver: InMemoryDriver = InMemoryDriver()
   ) throws {
     let root = try SandboxRoot()
     try prepare(root.backing)
-    try self.init(root: root, capacity: capacity, events: "events.jsonl", configure)
+    try self.init(root: root, capacity: capacity, events: "events.jsonl", driver: driver, configure)
   }
 
-  private init(root: SandboxRoot, capacity: Int64, events: String, _ configure: (inout SandboxOptions) -> Void) throws {
+  private init(
+    root: SandboxRoot, capacity: Int64, events: String, driver: InMemoryDriver,
+    _ configure: (inout SandboxOptions) -> Void
+  ) throws {
     temporary = root
     eventsPath = root.base + "/" + events
     var options = SandboxOptions()
@@ -68,7 +72,7 @@ final class Sandbox {
     configure(&options)
     options.eventsPath = eventsPath
     self.options = options
-    driver = InMemoryDriver()
+    self.driver = driver
     fs = try SandboxFilesystem(
       backingDirectory: root.backing, configuration: CacheTimeouts(), options: options, driver: driver)
     fs.mounted(notifier: notifier)
@@ -81,7 +85,7 @@ final class Sandbox {
     var count = 1
     while TestFiles.exists(temporary.base + "/events-\(count).jsonl") { count += 1 }
     return try Sandbox(
-      root: temporary, capacity: capacity ?? options.capacity, events: "events-\(count).jsonl",
+      root: temporary, capacity: capacity ?? options.capacity, events: "events-\(count).jsonl", driver: InMemoryDriver(),
       { options in
         options = self.options
         if let capacity { options.capacity = capacity }
