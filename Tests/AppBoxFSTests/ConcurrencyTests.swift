@@ -108,6 +108,14 @@ struct ConcurrencyTests {
     let failures = Self.run(seconds: 2, movers + (0..<3).map { Self.filler(box, $0) } + [purger])
     #expect(failures.isEmpty, "\(failures.prefix(10)) (\(failures.count) in all)")
     #expect(box.purgedPaths().contains { $0.contains("/m") }, "purges took files from the movers' directories too")
+    // Every node is in the domain its file is (or was last, if purged) in.
+    for inode in box.fs.inodes.snapshot() {
+      let path = String(decoding: box.fs.mountPath(of: inode), as: UTF8.self)
+      let place: StorageDomain? =
+        path.hasPrefix("Documents/") ? .documents
+        : path.hasPrefix("Library/Caches/") ? .caches : path.hasPrefix("tmp/") ? .tmp : nil
+      if let place { #expect(inode.domain == place, "\(path)") }
+    }
     try box.expectExactBooks()
     let again = try box.remount()
     #expect(again.usage == box.usage && again.tracked == box.tracked)

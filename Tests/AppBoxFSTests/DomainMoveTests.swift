@@ -246,4 +246,26 @@ struct DomainMoveTests {
     #expect(box.backingList("tmp/d/s/s/s/s") == [])
     try box.expectExactBooks()
   }
+
+  @Test("a purge planned while a directory moves takes nothing from it; one planned before gets nothing once it moved")
+  func purgesDuringAMove() throws {
+    let box = try Sandbox()
+    try box.mkdir("Library/Caches/d")
+    try box.writeFile("Library/Caches/d/f", pattern(8192))
+    let directory = UInt64(try box.backingStat("Library/Caches/d").st_ino)
+    let storage = box.fs.storage
+    // A purge chooses the file, then the move starts (the rename is between these steps).
+    let before = storage.plan(reason: .explicit) { catalog, _ in catalog.victims(inDomain: .caches) }
+    #expect(before.victims.count == 1)
+    #expect(storage.beginMove([directory]).isEmpty, "not committed to: given back, nothing to wait for")
+    let during = storage.plan(reason: .explicit) { catalog, _ in catalog.victims(inDomain: .caches) }
+    #expect(during.victims.isEmpty, "nothing is taken from a moving subtree")
+    // What the rename does: the directory leaves Caches.
+    try Sys.rename(box.backing + "/Library/Caches/d", to: box.backing + "/Documents/d")
+    storage.endMove { books in _ = books.catalog.removeSubtree(directory: directory) }
+    #expect(box.fs.carryOut(before, onRequestThread: false).isEmpty)
+    #expect(box.fs.carryOut(during, onRequestThread: false).isEmpty)
+    #expect(box.backingHas("Documents/d/f"), "no file unlinked in Documents")
+    #expect(storage.books.withLock { $0.inFlight.isEmpty })
+  }
 }

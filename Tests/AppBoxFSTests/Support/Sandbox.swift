@@ -326,10 +326,11 @@ final class Sandbox: Sendable {
   /// `appbox status --json`'s object, decoded.
   var status: [String: Any] { TestFiles.jsonObject(fs.statusJSON()) ?? [:] }
 
-  /// Waits up to ten seconds for `condition` (notifications are sent from the
-  /// maintenance queue, timed transitions run there).
-  func eventually(_ condition: () -> Bool) -> Bool {
-    let deadline = Clock.monotonic() + 10
+  /// Waits up to `seconds` for `condition` (notifications are sent from the maintenance
+  /// queue, timed transitions and background purges run there: a loaded machine delays
+  /// them).
+  func eventually(seconds: Double = 30, _ condition: () -> Bool) -> Bool {
+    let deadline = Clock.monotonic() + seconds
     while !condition() {
       if Clock.monotonic() > deadline { return false }
       Clock.sleep(seconds: 0.005)
