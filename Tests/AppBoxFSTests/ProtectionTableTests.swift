@@ -274,24 +274,40 @@ struct ProtectionTransitionTests {
     #expect(refusal["operation"] as? String == "openExisting")
   }
 
-  @Test("status counts refusals by class and operation")
-  func refusalCounters() throws {
+  @Test("status counts refusals by class and operation; events log each refusal and state change, in order")
+  func refusalsCountedAndLogged() throws {
     let box = try Sandbox()
     try box.mkdir("Documents/a")
     try box.protect("Documents/a", "complete")
-    try box.writeFile("Documents/a/f", bytes("a"))
-    let held = try box.open("Documents/a/f")
+    try box.writeFile("Documents/a/file", bytes("a"))
+    try box.writeFile("Documents/b", bytes("b"))
+    try box.protect("Documents/b", "B")
+    #expect(TestFiles.number(box.status, "refusals.total") == 0)
     #expect(box.fs.lock() == .locked)
-    for _ in 0..<2 { #expect(throws: Errno.notPermitted) { try box.open("Documents/a/f") } }
-    #expect(throws: Errno.notPermitted) { try box.create("Documents/a/g") }
-    #expect(throws: Errno.notPermitted) { try box.read(held, count: 1) }
-    let refusals = try #require(box.status["refusals"] as? [String: Any])
+    #expect(throws: Errno.notPermitted) { try box.open("Documents/a/file") }
+    #expect(throws: Errno.notPermitted) { try box.open("Documents/a/file", flags: O_RDWR) }
+    #expect(throws: Errno.notPermitted) { try box.create("Documents/a/new", flags: O_WRONLY | O_EXCL) }
+    #expect(throws: Errno.notPermitted) { try box.open("Documents/b") }
+    _ = try box.getattr("Documents/a/file")  // metadata is never refused, so never counted
+
+    let status = box.status
+    #expect(status["state"] as? String == "LOCKED")
+    let refusals = try #require(status["refusals"] as? [String: Any])
     #expect(TestFiles.number(refusals, "total") == 4)
-    #expect(TestFiles.number(refusals, "byClass.complete") == 4)
+    #expect(TestFiles.number(refusals, "byClass.complete") == 3)
+    #expect(TestFiles.number(refusals, "byClass.completeUnlessOpen") == 1)
     #expect(TestFiles.number(refusals, "byClass.none") == 0)
-    #expect(TestFiles.number(refusals, "byOperation.openExisting") == 2)
+    #expect(TestFiles.number(refusals, "byOperation.openExisting") == 3)
     #expect(TestFiles.number(refusals, "byOperation.createNew") == 1)
-    #expect(TestFiles.number(refusals, "byOperation.handleIO") == 1)
-    box.release(held)
+    #expect(TestFiles.number(refusals, "byOperation.handleIO") == 0)
+
+    #expect(box.fs.unlock() == .unlocked)
+    let events = box.eventObjects("refusal")
+    #expect(events.map { $0["path"] as? String } == ["Documents/a/file", "Documents/a/file", "Documents/a/new", "Documents/b"])
+    #expect(events.map { $0["class"] as? String } == ["complete", "complete", "complete", "completeUnlessOpen"])
+    #expect(events.map { $0["operation"] as? String } == ["openExisting", "openExisting", "createNew", "openExisting"])
+    #expect(events.allSatisfy { $0["state"] as? String == "LOCKED" && $0["time"] is Double })
+    let states = box.eventObjects("state").map { "\($0["from"] as? String ?? "?")>\($0["to"] as? String ?? "?")" }
+    #expect(states == ["UNLOCKED>LOCKED", "LOCKED>UNLOCKED"])
   }
 }
