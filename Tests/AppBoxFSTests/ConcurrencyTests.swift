@@ -46,7 +46,7 @@ struct ConcurrencyTests {
         serial += 1
         do throws(Errno) {
           try box.writeFile("Library/Caches/fill-\(index)-\(serial)", pattern(size, seed: UInt64(serial)))
-        } catch where error == .noSpace {
+        } catch  where error == .noSpace {
         } catch {
           failures.append("fill \(index)-\(serial): \(error)")
         }
@@ -72,7 +72,7 @@ struct ConcurrencyTests {
           reopens += 1
           do throws(Errno) {
             _ = try box.write(file, pattern(4096, seed: UInt64(reopens)))
-          } catch where error == .noSpace {
+          } catch  where error == .noSpace {
           } catch {
             failures.append("write \(path): \(error)")
           }
@@ -95,11 +95,14 @@ struct ConcurrencyTests {
     try box.expectExactBooks()
   }
 
-  @Test("renames of directories in and out of Caches and tmp while fillers force purges: no Documents file lost, books exact")
+  @Test(
+    "renames of directories in and out of Caches and tmp while fillers force purges: no Documents file lost, books exact"
+  )
   func movesUnderPurges() throws {
     let box = try Sandbox(capacity: 8 << 20)
     let movers: [@Sendable (Double) -> [String]] = (0..<4).map { index in
-      { deadline in Self.mover(box, index: index, purgeable: index % 2 == 0 ? "Library/Caches" : "tmp", until: deadline) }
+      { deadline in Self.mover(box, index: index, purgeable: index % 2 == 0 ? "Library/Caches" : "tmp", until: deadline)
+      }
     }
     let purger: @Sendable (Double) -> [String] = { deadline in
       while Clock.monotonic() < deadline { _ = box.fs.purge(.bytes(512 << 10)) }
@@ -112,7 +115,8 @@ struct ConcurrencyTests {
     for inode in box.fs.inodes.snapshot() {
       let path = String(decoding: box.fs.mountPath(of: inode), as: UTF8.self)
       let place: StorageDomain? =
-        path.hasPrefix("Documents/") ? .documents
+        path.hasPrefix("Documents/")
+        ? .documents
         : path.hasPrefix("Library/Caches/") ? .caches : path.hasPrefix("tmp/") ? .tmp : nil
       if let place { #expect(inode.domain == place, "\(path)") }
     }
@@ -139,7 +143,7 @@ struct ConcurrencyTests {
         serial += 1
         do throws(Errno) {
           try box.writeFile("\(purgeablePath)/f\(serial)", pattern(Self.fileSize, seed: UInt64(serial)))
-        } catch where error == .noSpace || error == .stale {
+        } catch  where error == .noSpace || error == .stale {
         } catch {
           failures.append("write \(purgeablePath)/f\(serial): \(error)")
         }
@@ -153,7 +157,10 @@ struct ConcurrencyTests {
         (try? box.backingStat(documentsPath + "/" + $0))?.st_size == Self.fileSize
       }
       usleep(UInt32.random(in: 0..<2_000))  // widens the window for a purge that chose a file before the move
-      for name in kept where (try? box.backingContents(documentsPath + "/" + name)) != pattern(Self.fileSize, seed: UInt64(name.dropFirst()) ?? 0) {
+      for name in kept
+      where (try? box.backingContents(documentsPath + "/" + name))
+        != pattern(Self.fileSize, seed: UInt64(name.dropFirst()) ?? 0)
+      {
         failures.append("\(documentsPath)/\(name) lost or changed after its directory left \(purgeable)")
       }
       do throws(Errno) { try box.rename(documentsPath, to: purgeablePath) } catch {
@@ -181,13 +188,15 @@ struct ConcurrencyTests {
             try box.writeFile(path, pattern(16_384, seed: UInt64(serial)))
             if serial % 2 == 0 {
               try box.rename(path, to: "Documents/kept/w\(index)-\(serial)")
-              if (try? box.backingContents("Documents/kept/w\(index)-\(serial)")) != pattern(16_384, seed: UInt64(serial)) {
+              if (try? box.backingContents("Documents/kept/w\(index)-\(serial)"))
+                != pattern(16_384, seed: UInt64(serial))
+              {
                 failures.append("Documents/kept/w\(index)-\(serial) lost after its rename")
               }
             } else {
               try box.unlink(path)
             }
-          } catch where error == .noEntry || error == .noSpace {
+          } catch  where error == .noEntry || error == .noSpace {
             // A purge took it first: allowed while it was in Caches.
           } catch {
             failures.append("\(path): \(error)")
@@ -226,7 +235,7 @@ struct ConcurrencyTests {
             let file = try box.open("Documents/a/f\(index)")
             _ = try? box.read(file, count: 10)  // refused if a lock came in between: allowed
             box.release(file)
-          } catch where error == .notPermitted {
+          } catch  where error == .notPermitted {
             refused += 1
           } catch {
             failures.append("class A: \(error)")
@@ -263,7 +272,7 @@ struct ConcurrencyTests {
         while Clock.monotonic() < deadline && offset < 4 << 20 {
           do throws(Errno) {
             offset += try box.write(file, pattern(64 << 10), at: off_t(offset))
-          } catch where error == .noSpace {
+          } catch  where error == .noSpace {
             _ = try? box.truncate(file, to: 0)  // gives it back for the others
             offset = 0
           } catch {

@@ -113,7 +113,8 @@ struct DomainMoveTests {
     try box.expectExactBooks()
   }
 
-  @Test("a file held open moves with its directory: writes after the move count in the new domain, and no purge takes it")
+  @Test(
+    "a file held open moves with its directory: writes after the move count in the new domain, and no purge takes it")
   func openFileMoves() throws {
     let box = try Sandbox()
     try box.mkdir("Documents/d")

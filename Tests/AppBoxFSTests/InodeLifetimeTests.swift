@@ -30,7 +30,9 @@ enum HandleSupport {
 struct InodeLifetimeTests {
   /// `lookup` of `name` in `parent` (one lookup).
   static func lookup(_ box: Sandbox, _ parent: NodeID, _ name: String) throws(Errno) -> Entry {
-    try FileName.withBytes(bytes(name)) { (name) throws(Errno) in try box.fs.lookup(Sandbox.root, parent: parent, name: name) }
+    try FileName.withBytes(bytes(name)) { (name) throws(Errno) in
+      try box.fs.lookup(Sandbox.root, parent: parent, name: name)
+    }
   }
 
   /// What the kernel does when it decodes a file handle of `node`: a lookup of ".".
@@ -84,7 +86,9 @@ struct InodeLifetimeTests {
     let listed = Set(filler.entries.filter { $0.node.rawValue != 0 }.map(\.node))
     #expect(listed.count == 2)
     let after = nodes.map { box.lookups($0) }
-    #expect(zip(nodes, zip(before, after)).allSatisfy { node, counts in counts.1 == counts.0 + (listed.contains(node) ? 1 : 0) })
+    #expect(
+      zip(nodes, zip(before, after)).allSatisfy { node, counts in counts.1 == counts.0 + (listed.contains(node) ? 1 : 0)
+      })
     // The rest, from where the reply stopped.
     var rest = ListFiller(plus: true)
     try box.fs.readdir(Sandbox.root, node: documents, handle: handle, offset: filler.nextOffset, filler: &rest)

@@ -121,7 +121,9 @@ struct NamespaceTests {
     try box.expectExactBooks()
   }
 
-  @Test("new files, directories, symlinks and FIFOs belong to the caller, on the backing tree", .enabled(if: geteuid() == 0))
+  @Test(
+    "new files, directories, symlinks and FIFOs belong to the caller, on the backing tree", .enabled(if: geteuid() == 0)
+  )
   func ownership() throws {
     let box = try Sandbox()
     try box.mkdir("tmp/shared", mode: 0o777)
@@ -137,7 +139,8 @@ struct NamespaceTests {
     try box.expectExactBooks()
   }
 
-  @Test("a symlink to /etc/passwd stays a symlink: readlink, the backing holds only the link; chown and unlink act on it")
+  @Test(
+    "a symlink to /etc/passwd stays a symlink: readlink, the backing holds only the link; chown and unlink act on it")
   func absoluteSymlinkDoesNotEscape() throws {
     let box = try Sandbox()
     let link = try box.symlink("/etc/passwd", at: "Documents/passwd")
@@ -214,7 +217,9 @@ struct NamespaceTests {
       try box.fs.lookup(Sandbox.root, parent: documents, name: name)
     }
     #expect(found.node == entry.node && found.attributes.st_size == 3)
-    try FileName.withBytes(name) { (name) throws(Errno) in try box.fs.unlink(Sandbox.root, parent: documents, name: name) }
+    try FileName.withBytes(name) { (name) throws(Errno) in
+      try box.fs.unlink(Sandbox.root, parent: documents, name: name)
+    }
     #expect(box.backingList("Documents") == [])
   }
 

@@ -70,7 +70,9 @@ struct OpenReplyTests {
   func passthroughOpens() throws {
     let files = RecordingPassthrough()
     let box = try Sandbox(driver: InMemoryDriver(passthrough: files))
-    for (directory, protectionClass) in [("a", "complete"), ("b", "completeUnlessOpen"), ("cx", "completeWhenUserInactive"), ("d", "none")] {
+    for (directory, protectionClass) in [
+      ("a", "complete"), ("b", "completeUnlessOpen"), ("cx", "completeWhenUserInactive"), ("d", "none"),
+    ] {
       try box.mkdir("Documents/" + directory)
       try box.protect("Documents/" + directory, protectionClass)
       try box.writeFile("Documents/\(directory)/f", bytes(directory))
@@ -83,10 +85,11 @@ struct OpenReplyTests {
       passthrough[path] = opened.1.backing != nil
       held.append(opened)
     }
-    #expect(passthrough == [
-      "Documents/a/f": false, "Documents/b/f": true, "Documents/cx/f": false, "Documents/d/f": true,
-      "Documents/c": true,
-    ])
+    #expect(
+      passthrough == [
+        "Documents/a/f": false, "Documents/b/f": true, "Documents/cx/f": false, "Documents/d/f": true,
+        "Documents/c": true,
+      ])
     #expect(files.registered == 3)
     #expect(TestFiles.number(box.status, "passthroughFiles") == 3)
     // A writer joins the passthrough file: passthrough too, but with direct I/O, so its

@@ -249,7 +249,9 @@ struct ProtectionAttributeTests {
     try box.writeFile("Documents/bg/downloaded", bytes("early"))  // class D: allowed in BFU
     #expect(try box.protection("Documents/bg/downloaded") == "none")
     for closed in ["completeUntilFirstUserAuthentication", "complete", "completeWhenUserInactive"] {
-      #expect(throws: Errno.notPermitted, "D to \(closed) in BFU") { try box.protect("Documents/bg/downloaded", closed) }
+      #expect(throws: Errno.notPermitted, "D to \(closed) in BFU") {
+        try box.protect("Documents/bg/downloaded", closed)
+      }
       #expect(try box.protection("Documents/bg/downloaded") == "none")
     }
     // A class-A directory while LOCKED: its class changes too.

@@ -303,7 +303,10 @@ struct ProtectionTransitionTests {
 
     #expect(box.fs.unlock() == .unlocked)
     let events = box.eventObjects("refusal")
-    #expect(events.map { $0["path"] as? String } == ["Documents/a/file", "Documents/a/file", "Documents/a/new", "Documents/b"])
+    #expect(
+      events.map { $0["path"] as? String } == [
+        "Documents/a/file", "Documents/a/file", "Documents/a/new", "Documents/b",
+      ])
     #expect(events.map { $0["class"] as? String } == ["complete", "complete", "complete", "completeUnlessOpen"])
     #expect(events.map { $0["operation"] as? String } == ["openExisting", "openExisting", "createNew", "openExisting"])
     #expect(events.allSatisfy { $0["state"] as? String == "LOCKED" && $0["time"] is Double })

@@ -69,7 +69,9 @@ struct PurgeCostTests {
     #expect(TestFiles.number(counters, "recreated") == 1)
     #expect(TestFiles.number(counters, "recreatedBytes") == bytes)
     #expect(TestFiles.number(counters, "missed") == 1)
-    #expect(TestFiles.number(counters, "bytesWrittenAgain") == Int64(try box.backingStat("Library/Caches/img1").st_blocks) * 512)
+    #expect(
+      TestFiles.number(counters, "bytesWrittenAgain") == Int64(try box.backingStat("Library/Caches/img1").st_blocks)
+        * 512)
 
     // Created again, the name is forgotten: its next removal and re-creation cost nothing.
     try box.unlink("Library/Caches/img1")
@@ -115,7 +117,8 @@ struct PurgeCostTests {
     #expect(TestFiles.number(counters, "rememberedLimit") == Int64(PurgedNames.defaultLimit))
   }
 
-  @Test("read-only opens of Caches files are hits; writers' opens and tmp files are not; reads through the daemon count")
+  @Test(
+    "read-only opens of Caches files are hits; writers' opens and tmp files are not; reads through the daemon count")
   func cacheHits() throws {
     let box = try Sandbox()
     try box.writeFile("Library/Caches/hit", pattern(256 << 10))

@@ -110,15 +110,17 @@ struct PurgeOrderTests {
   @Test("an open cache file survives, a closed one goes; then ENOSPC with a partial write; Documents untouched")
   func openFileSurvivesThenNoSpace() throws {
     var documents: [String: [UInt8]] = [:]
-    let box = try Sandbox(capacity: 8 << 20, prepare: { backing in
-      try Sys.mkdir(backing + "/Documents", 0o755)
-      try Sys.mkdir(backing + "/Documents/sub", 0o755)
-      for (index, name) in ["a.bin", "sub/b.bin", "c.txt"].enumerated() {
-        let bytes = pattern(index == 2 ? 100 : mib / 2 + 123 * index, seed: UInt64(40 + index))
-        try TestFiles.write(backing + "/Documents/" + name, bytes)
-        documents[name] = bytes
-      }
-    })
+    let box = try Sandbox(
+      capacity: 8 << 20,
+      prepare: { backing in
+        try Sys.mkdir(backing + "/Documents", 0o755)
+        try Sys.mkdir(backing + "/Documents/sub", 0o755)
+        for (index, name) in ["a.bin", "sub/b.bin", "c.txt"].enumerated() {
+          let bytes = pattern(index == 2 ? 100 : mib / 2 + 123 * index, seed: UInt64(40 + index))
+          try TestFiles.write(backing + "/Documents/" + name, bytes)
+          documents[name] = bytes
+        }
+      })
     try box.writeFile("Library/Caches/held", pattern(mib, seed: 1))
     try box.writeFile("Library/Caches/closed", pattern(mib, seed: 2))
     try box.use("Library/Caches/closed")
@@ -273,7 +275,9 @@ struct PurgeOrderTests {
 
   @Test("above the high water mark the filesystem purges down to the low one by itself")
   func waterMarks() throws {
-    let box = try Sandbox(capacity: 4 << 20) { $0.waterMarks = try? WaterMarks(high: Percentage(50), low: Percentage(25)) }
+    let box = try Sandbox(capacity: 4 << 20) {
+      $0.waterMarks = try? WaterMarks(high: Percentage(50), low: Percentage(25))
+    }
     for index in 0..<10 { try box.writeFile("Library/Caches/c\(index)", pattern(256 << 10, seed: UInt64(index))) }
     #expect(box.used > 2 << 20 || !box.purgedPaths(reason: "watermark").isEmpty)
     #expect(

@@ -25,11 +25,13 @@ struct QuotaBooksTests {
 
   @Test("a mount's index, writes, truncates, unlinks, renames across domains, mkdir, symlink: used == du throughout")
   func everydayOperations() throws {
-    let box = try Sandbox(capacity: 20 << 20, prepare: { backing in
-      try Sys.mkdir(backing + "/Documents", 0o755)
-      try Sys.mkdir(backing + "/Documents/old", 0o755)
-      try TestFiles.write(backing + "/Documents/old/x", pattern(300_000, seed: 3))
-    })
+    let box = try Sandbox(
+      capacity: 20 << 20,
+      prepare: { backing in
+        try Sys.mkdir(backing + "/Documents", 0o755)
+        try Sys.mkdir(backing + "/Documents/old", 0o755)
+        try TestFiles.write(backing + "/Documents/old/x", pattern(300_000, seed: 3))
+      })
     try box.expectExactBooks()
     try box.writeFile("Documents/a", pattern(1_000_000))
     try box.writeFile("Library/Caches/b", pattern(500_000))
@@ -158,10 +160,12 @@ struct QuotaBooksTests {
   func failedFallocateIsCharged() throws {
     var mounted: String?
     defer { if let mounted { _ = umount2(mounted, Int32(MNT_DETACH)) } }
-    let box = try Sandbox(capacity: 64 << 20, prepare: { backing in
-      guard mount("appbox-small", backing, "tmpfs", 0, "size=16m,mode=0755") == 0 else { throw Errno.current }
-      mounted = backing
-    })
+    let box = try Sandbox(
+      capacity: 64 << 20,
+      prepare: { backing in
+        guard mount("appbox-small", backing, "tmpfs", 0, "size=16m,mode=0755") == 0 else { throw Errno.current }
+        mounted = backing
+      })
     let file = try box.create("Documents/big")
     #expect(throws: Errno.noSpace) { try box.fallocate(file, offset: 0, length: 40 << 20) }
     box.release(file)
@@ -432,7 +436,8 @@ struct QuotaBooksTests {
     try box.expectExactBooks()
   }
 
-  @Test("an attribute that needs a block is charged when set and given back when removed",
+  @Test(
+    "an attribute that needs a block is charged when set and given back when removed",
     arguments: ["Documents/file", "Documents/directory", "Library/Caches/file"])
   func attributeBlock(_ path: String) throws {
     let box = try Sandbox(capacity: 20 << 20)

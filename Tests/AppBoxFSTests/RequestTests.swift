@@ -33,7 +33,9 @@ struct RequestTests {
     let box = try Sandbox()
     for index in 0..<100 { box.release(try box.create("Documents/f\(index)")) }
     for capacity in [1, 7, 1000] {
-      let names = try Self.listInPieces(box, "Documents", capacity: capacity).map { String(decoding: $0, as: UTF8.self) }
+      let names = try Self.listInPieces(box, "Documents", capacity: capacity).map {
+        String(decoding: $0, as: UTF8.self)
+      }
       #expect(names.count == 102, "capacity \(capacity)")
       #expect(Set(names) == Set((0..<100).map { "f\($0)" } + [".", ".."]))
     }
@@ -87,7 +89,10 @@ struct RequestTests {
     for index in 0..<3 { try? box.unlink("Documents/f\(index)") }  // the stream may have read them already
     var rest = ListFiller(plus: true)
     try box.fs.readdir(Sandbox.root, node: node, handle: handle, offset: first.nextOffset, filler: &rest)
-    #expect(rest.entries.allSatisfy { $0.node.rawValue == 0 || (try? box.fs.getattr(Sandbox.root, node: $0.node, handle: nil)) != nil })
+    #expect(
+      rest.entries.allSatisfy {
+        $0.node.rawValue == 0 || (try? box.fs.getattr(Sandbox.root, node: $0.node, handle: nil)) != nil
+      })
   }
 
   @Test("readdir of a directory removed while open ends at once; its handle still releases")
@@ -139,15 +144,19 @@ struct RequestTests {
     let link = try box.symlink("f", at: "Documents/link")
     let now = Int(Clock.unix())
     for node in [link, try box.lookup("Documents/f")] {
-      let st = try box.fs.setattr(Sandbox.root, node: node, attributes: stat(), fields: [.atimeNow, .mtimeNow], handle: nil)
+      let st = try box.fs.setattr(
+        Sandbox.root, node: node, attributes: stat(), fields: [.atimeNow, .mtimeNow], handle: nil)
       #expect(abs(st.st_mtim.tv_sec - now) < 60 && abs(st.st_atim.tv_sec - now) < 60)
       if node == link {
-        #expect(try box.backingStat("Documents/f").st_mtim.tv_sec == 1_000_000_000, "the link's times, not its target's")
+        #expect(
+          try box.backingStat("Documents/f").st_mtim.tv_sec == 1_000_000_000, "the link's times, not its target's")
       }
     }
   }
 
-  @Test("access is checked with the caller's credentials: another user cannot write a 0644 root file", .enabled(if: geteuid() == 0))
+  @Test(
+    "access is checked with the caller's credentials: another user cannot write a 0644 root file",
+    .enabled(if: geteuid() == 0))
   func accessAsCaller() throws {
     let box = try Sandbox()
     try box.writeFile("Documents/f", [1])
@@ -165,8 +174,11 @@ struct RequestTests {
     let box = try Sandbox()
     let file = try box.create("Documents/sparse")
     #expect(try box.write(file, pattern(4096), at: 1 << 20) == 4096)
-    #expect(try box.fs.lseek(Sandbox.root, node: file.node, handle: file.handle, offset: 0, whence: Linux.seekData) == 1 << 20)
-    #expect(try box.fs.lseek(Sandbox.root, node: file.node, handle: file.handle, offset: 0, whence: Linux.seekHole) == 0)
+    #expect(
+      try box.fs.lseek(Sandbox.root, node: file.node, handle: file.handle, offset: 0, whence: Linux.seekData) == 1 << 20
+    )
+    #expect(
+      try box.fs.lseek(Sandbox.root, node: file.node, handle: file.handle, offset: 0, whence: Linux.seekHole) == 0)
     #expect(throws: Errno.self) {
       try box.fs.lseek(Sandbox.root, node: file.node, handle: file.handle, offset: 2 << 20, whence: Linux.seekData)
     }

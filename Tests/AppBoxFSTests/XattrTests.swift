@@ -144,8 +144,9 @@ struct XattrTests {
   func reservedNames() throws {
     let box = try Sandbox()
     try box.writeFile("Documents/f", [])
-    for name in ["user.appbox.foo", "user.appbox.x.com.apple.MobileBackup", "user.appbox.", "user.appbox.inherited-protection"]
-    {
+    for name in [
+      "user.appbox.foo", "user.appbox.x.com.apple.MobileBackup", "user.appbox.", "user.appbox.inherited-protection",
+    ] {
       #expect(throws: Errno.notPermitted, "\(name)") { try box.setxattr("Documents/f", name, bytes: [1]) }
       #expect(throws: Errno.notPermitted, "\(name)") { try box.getxattr("Documents/f", name) }
       #expect(throws: Errno.notPermitted, "\(name)") { try box.removexattr("Documents/f", name) }
@@ -220,9 +221,10 @@ struct XattrTests {
     try box.setBackingXattr("Documents/f", AppBoxAttribute.inheritedProtectionName, bytes("none"))
     let node = try box.lookup("Documents/f")
     let listed = try box.listxattr("Documents/f")
-    #expect(Set(listed.map { String(decoding: $0, as: UTF8.self) }) == [
-      "user.mine", "com.apple.MobileBackup", AppBoxAttribute.protection.name,
-    ])
+    #expect(
+      Set(listed.map { String(decoding: $0, as: UTF8.self) }) == [
+        "user.mine", "com.apple.MobileBackup", AppBoxAttribute.protection.name,
+      ])
     for name in listed {
       #expect(throws: Never.self, "\(String(decoding: name, as: UTF8.self))") { _ = try box.getxattr(node, name) }
     }

@@ -158,7 +158,8 @@ struct FileIOTests {
   }
 
   @Test(
-    "fallocate: mode 0 grows the size, KEEP_SIZE allocates without growing; collapse range is EOPNOTSUPP (the kernel's)")
+    "fallocate: mode 0 grows the size, KEEP_SIZE allocates without growing; collapse range is EOPNOTSUPP (the kernel's)"
+  )
   func fallocateGrow() throws {
     let fixture = try MountFixture.unlocked()
     let path = fixture.path("Documents/alloc")

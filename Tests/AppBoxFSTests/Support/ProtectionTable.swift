@@ -224,7 +224,9 @@ enum ProtectionTable {
   /// Runs every operation in `state` on files of `protectionClass` and checks each
   /// outcome against the table; every refusal is EPERM, counted, and logged with its
   /// class and the state; nothing refused was created; the books stay exact.
-  static func check(_ protectionClass: TestClass, _ state: TableState, sourceLocation: SourceLocation = #_sourceLocation)
+  static func check(
+    _ protectionClass: TestClass, _ state: TableState, sourceLocation: SourceLocation = #_sourceLocation
+  )
     throws
   {
     let (box, held, source) = try sandbox(state, protectionClass)

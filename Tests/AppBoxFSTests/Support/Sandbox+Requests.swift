@@ -45,7 +45,8 @@ extension Sandbox {
     var attributes = stat()
     attributes.st_atim = timespec(tv_sec: seconds, tv_nsec: 0)
     attributes.st_mtim = timespec(tv_sec: seconds, tv_nsec: 0)
-    _ = try fs.setattr(Self.root, node: try lookup(path), attributes: attributes, fields: [.atime, .mtime], handle: nil)
+    _ = try fs.setattr(
+      Self.root, node: try lookup(path), attributes: attributes, fields: [.atime, .mtime], handle: nil)
   }
 
   /// `fallocate` through an open handle.

@@ -85,7 +85,8 @@ final class Sandbox: Sendable {
     var count = 1
     while TestFiles.exists(temporary.base + "/events-\(count).jsonl") { count += 1 }
     return try Sandbox(
-      root: temporary, capacity: capacity ?? options.capacity, events: "events-\(count).jsonl", driver: InMemoryDriver(),
+      root: temporary, capacity: capacity ?? options.capacity, events: "events-\(count).jsonl",
+      driver: InMemoryDriver(),
       { options in
         options = self.options
         if let capacity { options.capacity = capacity }
@@ -270,7 +271,8 @@ final class Sandbox: Sendable {
       "catalogued files", sourceLocation: sourceLocation)
     #expect(used == Self.diskUsage(backing), "used against du", sourceLocation: sourceLocation)
     for domain in [StorageDomain.documents, .applicationSupport, .preferences, .caches, .tmp] {
-      let path = backing + "/" + domain.rootComponents.map { String(decoding: $0, as: UTF8.self) }.joined(separator: "/")
+      let path =
+        backing + "/" + domain.rootComponents.map { String(decoding: $0, as: UTF8.self) }.joined(separator: "/")
       #expect(usage[domain] == Self.diskUsage(path), "\(domain) against du", sourceLocation: sourceLocation)
     }
     #expect(fs.storage.books.withLock { $0.inFlight.isEmpty }, sourceLocation: sourceLocation)
