@@ -14,15 +14,29 @@ import Testing
 final class SandboxRoot: Sendable {
   let base: String
   var backing: String { base + "/backing" }
+  /// Whether the backing directory is a tmpfs of its own.
+  let onTmpfs: Bool
 
-  init() throws {
+  /// A new temporary directory; with `tmpfs` (mount options such as `size=16m`), its
+  /// backing directory is a tmpfs of its own (root only): a small filesystem that fills
+  /// up, or one that gives file handles where `/tmp` (a container's overlay) does not.
+  init(tmpfs: String? = nil) throws {
     var template = Array("/tmp/appboxfs-test.XXXXXX".utf8CString)
     guard let made = mkdtemp(&template) else { throw Errno.current }
     base = String(cString: made)
-    try Sys.mkdir(backing, 0o755)
+    try Sys.mkdir(base + "/backing", 0o755)
+    onTmpfs = tmpfs != nil
+    if let tmpfs, mount("appboxfs-test", base + "/backing", "tmpfs", 0, "mode=0755," + tmpfs) != 0 {
+      let error = Errno.current
+      TestFiles.removeTree(base)
+      throw error
+    }
   }
 
-  deinit { TestFiles.removeTree(base) }
+  deinit {
+    if onTmpfs { _ = umount2(backing, Int32(MNT_DETACH)) }
+    TestFiles.removeTree(base)
+  }
 }
 
 /// A `SandboxFilesystem` over a fresh temporary backing directory, driven through its
@@ -51,11 +65,12 @@ final class Sandbox: Sendable {
   ///   - prepare: fills the backing directory before the filesystem indexes it (as a
   ///     tree copied in before a mount).
   ///   - driver: what serves it (one with a stand-in for the kernel's passthrough, say).
+  ///   - tmpfs: mount options of a tmpfs for the backing directory (``SandboxRoot``).
   convenience init(
     capacity: Int64 = 64 << 20, _ configure: (inout SandboxOptions) -> Void = { _ in },
-    prepare: (String) throws -> Void = { _ in }, driver: InMemoryDriver = InMemoryDriver()
+    prepare: (String) throws -> Void = { _ in }, driver: InMemoryDriver = InMemoryDriver(), tmpfs: String? = nil
   ) throws {
-    let root = try SandboxRoot()
+    let root = try SandboxRoot(tmpfs: tmpfs)
     try prepare(root.backing)
     try self.init(root: root, capacity: capacity, events: "events.jsonl", driver: driver, configure)
   }
