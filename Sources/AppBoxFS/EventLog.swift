@@ -19,13 +19,15 @@ final class EventLog: Sendable {
 
   deinit { if fd >= 0 { Sys.close(fd) } }
 
-  /// Records one JSON object (without its newline).
+  /// Records one JSON object (without its newline). The write holds the log: its
+  /// descriptor stays open until every line recorded is written (closed at once, its
+  /// number could be another file's by then).
   func record(_ jsonLine: String) {
     guard fd >= 0 else { return }
-    queue.async { [fd] in
+    queue.async { [self] in
       var line = Array(jsonLine.utf8)
       line.append(0x0A)
-      _ = line.withUnsafeBytes { try? Sys.write(fd, $0) }
+      _ = line.withUnsafeBytes { try? Sys.write(fd, $0) }  // a full disk loses the line, not the request
     }
   }
 

@@ -149,4 +149,22 @@ struct IndexTests {
     let types = text.split(separator: "\n").map { TestFiles.jsonObject(String($0))?["type"] as? String ?? "not JSON" }
     #expect(types == ["usage", "state", "refusal", "purge", "capacity", "usage", "usage"])
   }
+
+  @Test("an event log released with lines still to write writes them all to its own file, none to a file opened since")
+  func eventLogReleasedEarly() throws {
+    let root = try SandboxRoot()
+    let first = root.base + "/first.jsonl"
+    let second = root.base + "/second.jsonl"
+    do {
+      let log = EventLog(path: first)
+      for index in 0..<2000 { log.record("{\"type\":\"test\",\"n\":\(index)}") }
+    }  // released here, most lines still queued
+    let other = try Sys.openat(AT_FDCWD, second, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)
+    defer { Sys.close(other) }
+    let lines = { (path: String) in TestFiles.text(of: path)?.split(separator: "\n").count ?? 0 }
+    let deadline = Clock.monotonic() + 30
+    while lines(first) < 2000 && Clock.monotonic() < deadline { Clock.sleep(seconds: 0.01) }
+    #expect(lines(first) == 2000)
+    #expect(lines(second) == 0, "no line in a file that took the closed descriptor's number")
+  }
 }
