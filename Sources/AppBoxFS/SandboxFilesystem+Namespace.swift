@@ -122,8 +122,9 @@ extension SandboxFilesystem {
     let directory = inodes.inode(parent)
     try checkCanRemove(name, in: directory)
     let st = try Sys.fstatat(directory.fd, name.cString, AT_SYMLINK_NOFOLLOW)
+    let held = inodes.existing(backingInode: UInt64(st.st_ino))  // before its number is free again
     try Sys.unlinkat(directory.fd, name.cString, 0)
-    untrack(st, name: name.bytes, in: directory)
+    untrack(st, name: name.bytes, in: directory, held: held)
     account(directory, fd: directory.fd)
   }
 
@@ -132,8 +133,9 @@ extension SandboxFilesystem {
     let directory = inodes.inode(parent)
     try checkCanRemove(name, in: directory)
     let st = try Sys.fstatat(directory.fd, name.cString, AT_SYMLINK_NOFOLLOW)
+    let held = inodes.existing(backingInode: UInt64(st.st_ino))  // before its number is free again
     try Sys.unlinkat(directory.fd, name.cString, AT_REMOVEDIR)
-    untrack(st, name: name.bytes, in: directory)
+    untrack(st, name: name.bytes, in: directory, held: held)
     account(directory, fd: directory.fd)
   }
 
@@ -164,12 +166,13 @@ extension SandboxFilesystem {
     // The target directory may grow by a name; a rename is not refused for it (what a
     // full sandbox cannot reserve is purged afterwards, if anything is purgeable).
     let room = reserve(AllocationBlocks.size, domain: to.domain)
+    let heldTarget = target.flatMap { inodes.existing(backingInode: UInt64($0.st_ino)) }  // before it is replaced
     try Sys.renameat2(from.fd, name.cString, to.fd, newName.cString, flags)
     if exchange, let target {
       moved(source, from: name.bytes, in: from, to: newName.bytes, in: to)
       moved(target, from: newName.bytes, in: to, to: name.bytes, in: from)
     } else if target?.st_ino != source.st_ino {  // two names of one file: nothing moves
-      if let target { untrack(target, name: newName.bytes, in: to) }
+      if let target { untrack(target, name: newName.bytes, in: to, held: heldTarget) }
       moved(source, from: name.bytes, in: from, to: newName.bytes, in: to)
     }
     if to !== from { account(from, fd: from.fd) }
