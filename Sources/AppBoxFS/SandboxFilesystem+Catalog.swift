@@ -21,6 +21,16 @@ extension SandboxFilesystem {
       let catalog = books.catalog
       if case .directory(let ino) = parent, !catalog.containsDirectory(ino: ino) { return }
       let ino = inode.key.inode
+      // The number of an item removed a moment ago, on another thread whose removal is not
+      // on the books yet (it comes right after its unlink), or behind AppBoxFS's back: the
+      // stale entry goes, so that the new item is tracked as what it is.
+      if inode.isDirectory ? catalog.contains(ino: ino) : catalog.containsDirectory(ino: ino) {
+        if inode.isDirectory {
+          catalog.removeFile(ino: ino)
+        } else if !catalog.removeDirectory(ino: ino) {
+          _ = catalog.removeSubtree(directory: ino)
+        }
+      }
       if inode.isDirectory {
         if !catalog.containsDirectory(ino: ino) { catalog.registerDirectory(ino: ino, parent: parent, name: name) }
       } else if !catalog.contains(ino: ino) {
@@ -100,7 +110,9 @@ extension SandboxFilesystem {
   /// Takes a removed name, `name` in `directory`, off the books: `st` is what the name
   /// was. A directory, or the last link of anything else, gives its allocation back; a
   /// file left with one link is purgeable again.
-  func untrack(_ st: stat, name: [UInt8], in directory: Inode) {
+  /// - Parameter held: the item's inode if the kernel held it, found before the removal:
+  ///   afterwards its number may already be a new item's (created on another thread).
+  func untrack(_ st: stat, name: [UInt8], in directory: Inode, held cached: Inode?) {
     let domain = directory.domain
     let type = st.st_mode & S_IFMT
     if type == S_IFREG, st.st_nlink > 1 {
@@ -109,7 +121,6 @@ extension SandboxFilesystem {
     }
     guard type == S_IFDIR || st.st_nlink <= 1 else { return }
     let ino = UInt64(st.st_ino)
-    let cached = inodes.existing(backingInode: ino)
     // A held inode was charged to its own domain (read under its lock, as a move reads it).
     let (bytes, chargedDomain) =
       cached.map { inode in

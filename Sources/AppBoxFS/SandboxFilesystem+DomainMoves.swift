@@ -57,12 +57,13 @@ extension SandboxFilesystem {
       for subtree in subtrees { try checkLinksInside(subtree) }
       storage.waitForVictims(storage.beginMove(subtrees.map(\.ino)))
       let room = reserve(AllocationBlocks.size, domain: to.domain)
+      let heldTarget = target.flatMap { inodes.existing(backingInode: UInt64($0.st_ino)) }  // before it is replaced
       do throws(Errno) { try Sys.renameat2(from.fd, name.cString, to.fd, newName.cString, flags) } catch {
         storage.endMove { _ in }
         room.cancel()
         throw error
       }
-      if !exchange, let target { untrack(target, name: newName.bytes, in: to) }
+      if !exchange, let target { untrack(target, name: newName.bytes, in: to, held: heldTarget) }
       var additions: [(PurgeCatalog.Addition, Inode?)] = []
       for subtree in subtrees { moveBooks(of: subtree, additions: &additions) }
       storage.endMove { books in

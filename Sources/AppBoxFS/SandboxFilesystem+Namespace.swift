@@ -62,7 +62,13 @@ extension SandboxFilesystem {
     _ name: FileName, in directory: Inode, protection: ProtectionClass?,
     reserved: consuming Reservation, room: consuming Reservation, openFD: Int32? = nil
   ) throws(Errno) -> Entry {
-    let entry = try lookupEntry(in: directory, name: name)
+    let entry: Entry
+    do throws(Errno) { entry = try lookupEntry(in: directory, name: name) } catch {
+      // Not looked up, it could not be given its class: undo the create (see below).
+      removeCreated(name, in: directory, because: error)
+      settle(room, directory, fd: directory.fd)
+      throw error
+    }
     let inode = inodes.inode(entry.node)
     let storedAttribute: Bool
     do throws(Errno) {
@@ -71,13 +77,7 @@ extension SandboxFilesystem {
         ?? false
     } catch {
       // Without its class the item would fall back to the default one: undo the create.
-      do throws(Errno) {
-        try Sys.unlinkat(directory.fd, name.cString, inode.isDirectory ? AT_REMOVEDIR : 0)
-      } catch let kept {
-        log(
-          "create: cannot store the class of \(String(decoding: name.bytes, as: UTF8.self)) (\(error)) nor remove it (\(kept))"
-        )
-      }
+      removeCreated(name, in: directory, isDirectory: inode.isDirectory, because: error)
       forget(entry.node, count: 1)
       reserved.cancel()
       settle(room, directory, fd: directory.fd)
@@ -96,6 +96,21 @@ extension SandboxFilesystem {
     return entry
   }
 
+  /// Removes `name`, just created in `directory`, when the create cannot be completed
+  /// (`error`): no item is left without its class. Logged when even that fails.
+  /// - Parameter isDirectory: what the item is, if known (else a file is tried first).
+  private func removeCreated(_ name: FileName, in directory: Inode, isDirectory: Bool? = nil, because error: Errno) {
+    do throws(Errno) {
+      do throws(Errno) {
+        try Sys.unlinkat(directory.fd, name.cString, isDirectory == true ? AT_REMOVEDIR : 0)
+      } catch let unlinked where isDirectory == nil && unlinked == .isDirectory {
+        try Sys.unlinkat(directory.fd, name.cString, AT_REMOVEDIR)
+      }
+    } catch let kept {
+      log("create: cannot finish \(String(decoding: name.bytes, as: UTF8.self)) (\(error)) nor remove it (\(kept))")
+    }
+  }
+
   /// Reserves a block for the growth of `directory` by one more name (ENOSPC when even
   /// that does not fit, after purging), settled when the directory is measured.
   func reserveRoom(in directory: Inode) throws(Errno) -> Reservation {
@@ -107,8 +122,9 @@ extension SandboxFilesystem {
     let directory = inodes.inode(parent)
     try checkCanRemove(name, in: directory)
     let st = try Sys.fstatat(directory.fd, name.cString, AT_SYMLINK_NOFOLLOW)
+    let held = inodes.existing(backingInode: UInt64(st.st_ino))  // before its number is free again
     try Sys.unlinkat(directory.fd, name.cString, 0)
-    untrack(st, name: name.bytes, in: directory)
+    untrack(st, name: name.bytes, in: directory, held: held)
     account(directory, fd: directory.fd)
   }
 
@@ -117,8 +133,9 @@ extension SandboxFilesystem {
     let directory = inodes.inode(parent)
     try checkCanRemove(name, in: directory)
     let st = try Sys.fstatat(directory.fd, name.cString, AT_SYMLINK_NOFOLLOW)
+    let held = inodes.existing(backingInode: UInt64(st.st_ino))  // before its number is free again
     try Sys.unlinkat(directory.fd, name.cString, AT_REMOVEDIR)
-    untrack(st, name: name.bytes, in: directory)
+    untrack(st, name: name.bytes, in: directory, held: held)
     account(directory, fd: directory.fd)
   }
 
@@ -149,12 +166,13 @@ extension SandboxFilesystem {
     // The target directory may grow by a name; a rename is not refused for it (what a
     // full sandbox cannot reserve is purged afterwards, if anything is purgeable).
     let room = reserve(AllocationBlocks.size, domain: to.domain)
+    let heldTarget = target.flatMap { inodes.existing(backingInode: UInt64($0.st_ino)) }  // before it is replaced
     try Sys.renameat2(from.fd, name.cString, to.fd, newName.cString, flags)
     if exchange, let target {
       moved(source, from: name.bytes, in: from, to: newName.bytes, in: to)
       moved(target, from: newName.bytes, in: to, to: name.bytes, in: from)
     } else if target?.st_ino != source.st_ino {  // two names of one file: nothing moves
-      if let target { untrack(target, name: newName.bytes, in: to) }
+      if let target { untrack(target, name: newName.bytes, in: to, held: heldTarget) }
       moved(source, from: name.bytes, in: from, to: newName.bytes, in: to)
     }
     if to !== from { account(from, fd: from.fd) }

@@ -99,11 +99,14 @@ final class StorageState: Sendable {
   }
 
   /// Takes victims off the catalog (so no other purge chooses them), recording their paths.
+  /// None inside a subtree moving to another domain: ``beginMove(_:)`` gave those back,
+  /// and once the move ends the catalog no longer knows where they went, so a victim taken
+  /// meanwhile could be committed to and unlinked in its new place.
   static func take(_ victims: [PurgeCatalog.Victim], reason: PurgeReason, books: inout Books) -> PurgePlan {
     var plan = PurgePlan(reason: reason)
     plan.victims.reserveCapacity(victims.count)
     plan.directories.reserveCapacity(victims.count)
-    for victim in victims {
+    for victim in victims where !isMoving(victim, books: books) {
       let directory: [[UInt8]]
       switch victim.parent {
       case .root(let domain): directory = domain.rootComponents

@@ -21,6 +21,12 @@ public enum Syscall: String, Hashable, Sendable, CaseIterable {
   case renameat2
   /// `mkdirat` (``Sys/mkdirat(_:_:_:)``).
   case mkdirat
+  /// `mknodat` (``Sys/mknodat(_:_:_:_:)``).
+  case mknodat
+  /// `symlinkat` (``Sys/symlinkat(_:_:_:)``; the name is the new link's).
+  case symlinkat
+  /// `linkat` (``Sys/link(_:_:_:)``; the name is the new one).
+  case linkat
   /// `ftruncate` (``Sys/ftruncate(_:_:)``).
   case ftruncate
   /// `fallocate` (``Sys/fallocate(_:_:_:_:)``).
@@ -28,6 +34,10 @@ public enum Syscall: String, Hashable, Sendable, CaseIterable {
   /// `fsetxattr`, or `setxattr` through `/proc/self/fd` (``Xattr``'s setters of a
   /// descriptor's attributes).
   case setxattr
+  /// `removexattr` through `/proc/self/fd` (``Xattr/remove(_:_:)``).
+  case removexattr
+  /// `copy_file_range` (``Sys/copyFileRange(_:_:_:_:_:_:)``).
+  case copyFileRange
   /// The switch of a thread's filesystem credentials (``ThreadCredentials/with(uid:gid:groups:_:)``:
   /// `setgroups`, `setfsgid`, `setfsuid`).
   case setfsuid
@@ -45,7 +55,8 @@ public struct SyscallFault: Sendable {
   /// Failures, then calls succeed again (nil: every call from then on).
   public var times: Int?
   /// Only calls on this name (NUL excluded) fail, for the wrappers that take one
-  /// (`openat`, `fstatat`, `unlinkat`, `renameat2`, `mkdirat`: the first name); nil: any.
+  /// (`openat`, `fstatat`, `unlinkat`, `renameat2`, `mkdirat`, `mknodat`: the first name;
+  /// `symlinkat`, `linkat`: the new name); nil: any.
   public var name: [UInt8]?
 
   /// A fault that makes calls fail with `errno` after `after` successful ones, `times`

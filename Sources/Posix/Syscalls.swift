@@ -92,6 +92,7 @@ public enum Sys {
   /// `mknodat(2)`.
   @inlinable
   public static func mknodat(_ dir: Int32, _ name: UnsafePointer<CChar>, _ mode: mode_t, _ dev: dev_t) throws(Errno) {
+    try SyscallFaults.check(.mknodat, name: name)
     try check(Glibc.mknodat(dir, name, mode, dev))
   }
 
@@ -99,6 +100,7 @@ public enum Sys {
   @inlinable
   public static func symlinkat(_ target: UnsafePointer<CChar>, _ dir: Int32, _ name: UnsafePointer<CChar>) throws(Errno)
   {
+    try SyscallFaults.check(.symlinkat, name: name)
     try check(Glibc.symlinkat(target, dir, name))
   }
 
@@ -133,6 +135,7 @@ public enum Sys {
   /// CAP_DAC_READ_SEARCH) or, failing that, through `/proc/self/fd` (`AT_SYMLINK_FOLLOW`).
   @inlinable
   public static func link(_ fd: Int32, _ newDir: Int32, _ newName: UnsafePointer<CChar>) throws(Errno) {
+    try SyscallFaults.check(.linkat, name: newName)
     if Glibc.linkat(fd, "", newDir, newName, AT_EMPTY_PATH) == 0 { return }
     let first = Errno.current
     guard first == .noEntry || first == .notPermitted else { throw first }
@@ -248,6 +251,7 @@ public enum Sys {
   public static func copyFileRange(
     _ inFD: Int32, _ inOffset: off_t, _ outFD: Int32, _ outOffset: off_t, _ length: Int, _ flags: UInt32
   ) throws(Errno) -> Int {
+    try SyscallFaults.check(.copyFileRange)
     var i = inOffset
     var o = outOffset
     return try retryingEINTR { cposix_copy_file_range(inFD, &i, outFD, &o, length, flags) }

@@ -134,6 +134,7 @@ public enum Xattr {
 
   /// `removexattr(2)`.
   public static func remove(_ fd: Int32, _ name: UnsafePointer<CChar>) throws(Errno) {
+    try SyscallFaults.check(.removexattr)
     var path = ProcPath(fd)
     try path.withCString { (p) throws(Errno) in try check(cposix_removexattr(p, name)) }
   }

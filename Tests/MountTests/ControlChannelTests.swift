@@ -81,75 +81,6 @@ struct ControlChannelTests {
     try fixture.unmount()
   }
 
-  @Test("status counts refusals by class and operation; events log refusals and state changes")
-  func refusalsCountedAndLogged() throws {
-    let fixture = try MountFixture(arguments: ["--unlocked", "--grace", "0"])
-    #expect(mkdir(fixture.path("Documents/a"), 0o755) == 0)
-    #expect(Sys2.setxattr(fixture.path("Documents/a"), ProtectionAttribute.protection, "complete") == 0)
-    try Data("a".utf8).write(to: URL(fileURLWithPath: fixture.path("Documents/a/file")))
-    try Data("b".utf8).write(to: URL(fileURLWithPath: fixture.path("Documents/b")))
-    #expect(Sys2.setxattr(fixture.path("Documents/b"), ProtectionAttribute.protection, "B") == 0)
-    let before = try fixture.status()
-    #expect((before["refusals"] as? [String: Any])?["total"] as? Int == 0)
-
-    try fixture.control("lock")
-    try fixture.waitForState("LOCKED")
-    #expect(Sys2.tryOpen(fixture.path("Documents/a/file"), O_RDONLY) == .eperm)
-    #expect(Sys2.tryOpen(fixture.path("Documents/a/file"), O_RDWR) == .eperm)
-    #expect(Sys2.tryOpen(fixture.path("Documents/a/new"), O_CREAT | O_EXCL | O_WRONLY) == .eperm)
-    #expect(Sys2.tryOpen(fixture.path("Documents/b"), O_RDONLY) == .eperm)
-    // Metadata is never refused, so never counted.
-    var st = stat()
-    #expect(stat(fixture.path("Documents/a/file"), &st) == 0)
-
-    let status = try fixture.status()
-    #expect(status["state"] as? String == "LOCKED")
-    let refusals = try #require(status["refusals"] as? [String: Any], "\(status)")
-    #expect(refusals["total"] as? Int == 4)
-    let byClass = refusals["byClass"] as? [String: Int] ?? [:]
-    #expect(byClass["complete"] == 3, "\(byClass)")
-    #expect(byClass["completeUnlessOpen"] == 1, "\(byClass)")
-    #expect(byClass.values.reduce(0, +) == 4, "\(byClass)")
-    let byOperation = refusals["byOperation"] as? [String: Int] ?? [:]
-    #expect(byOperation["openExisting"] == 3, "\(byOperation)")
-    #expect(byOperation["createNew"] == 1, "\(byOperation)")
-    #expect(byOperation.values.reduce(0, +) == 4, "\(byOperation)")
-
-    try fixture.control("unlock")
-    // Events are written asynchronously, and the second refusal of the same open of
-    // Documents/a/file is coalesced (written when its window closes): wait for both.
-    var events: [[String: Any]] = []
-    let complete = fixture.waitUntil {
-      events = (try? fixture.events()) ?? []
-      return events.contains { $0["type"] as? String == "state" && $0["to"] as? String == "UNLOCKED" }
-        && events.filter { $0["type"] as? String == "refusal" }.count == 4
-    }
-    #expect(complete, "\(events)")
-    let refusalEvents = events.filter { $0["type"] as? String == "refusal" }.sorted {
-      Experiment.number($0, "time") < Experiment.number($1, "time")
-    }
-    #expect(refusalEvents.count == 4, "\(refusalEvents)")
-    let paths = refusalEvents.compactMap { $0["path"] as? String }
-    #expect(paths == ["Documents/a/file", "Documents/a/file", "Documents/a/new", "Documents/b"], "\(paths)")
-    for event in refusalEvents {
-      #expect(event["state"] as? String == "LOCKED")
-      #expect(event["time"] is NSNumber, "\(event)")
-      #expect(event["count"] == nil, "one refusal each: \(event)")
-    }
-    #expect(
-      refusalEvents.map { $0["class"] as? String ?? "" } == ["complete", "complete", "complete", "completeUnlessOpen"])
-    #expect(
-      refusalEvents.map { $0["operation"] as? String ?? "" } == [
-        "openExisting", "openExisting", "createNew", "openExisting",
-      ])
-
-    let states = events.filter { $0["type"] as? String == "state" }.map {
-      "\($0["from"] as? String ?? "?")→\($0["to"] as? String ?? "?")"
-    }
-    #expect(states == ["UNLOCKED→LOCKED", "LOCKED→UNLOCKED"], "\(states)")
-    try fixture.unmount()
-  }
-
   @Test("events --follow prints each event as it is recorded, and exits 0 once the mount is gone")
   func eventsFollow() throws {
     let fixture = try MountFixture.unlocked(["--grace", "0"])
@@ -178,27 +109,6 @@ struct ControlChannelTests {
     #expect(fixture.waitUntil { !follower.isRunning }, "still following an unmounted sandbox")
     follower.waitUntilExit()
     #expect(follower.terminationStatus == 0)
-  }
-
-  @Test("a refusal in BFU is logged with the state BFU")
-  func bfuRefusalEvent() throws {
-    let fixture = try MountFixture(arguments: ["--bfu"]) { backing in
-      try FileManager.default.createDirectory(atPath: backing + "/Documents", withIntermediateDirectories: true)
-      try Sys2.write(backing + "/Documents/c", "c")
-    }
-    #expect(Sys2.tryOpen(fixture.path("Documents/c"), O_RDONLY) == .eperm)
-    var events: [[String: Any]] = []
-    #expect(
-      fixture.waitUntil {
-        events = (try? fixture.events()) ?? []
-        return !events.isEmpty
-      })
-    let refusal = events.first { $0["type"] as? String == "refusal" }
-    #expect(refusal?["path"] as? String == "Documents/c")
-    #expect(refusal?["class"] as? String == "completeUntilFirstUserAuthentication")
-    #expect(refusal?["state"] as? String == "BFU")
-    #expect(refusal?["operation"] as? String == "openExisting")
-    try fixture.unmount()
   }
 
   @Test("drop-caches: the kernel forgets the mount's idle files and directories, but not a working directory")

@@ -26,23 +26,6 @@ struct FileHandleTests {
     return UInt64(words.load(as: UInt32.self)) << 32 | UInt64(words.load(fromByteOffset: 4, as: UInt32.self))
   }
 
-  @Test("a file handle holds no daemon address: node ids are small, distinct and not given out again")
-  func nodeIDsAreOpaque() throws {
-    let fixture = try MountFixture(arguments: ["--unlocked"])
-    var seen = Set<UInt64>()
-    for index in 0..<20 {
-      let path = fixture.path("Documents/f\(index)")
-      #expect(FileManager.default.createFile(atPath: path, contents: Data([1])))
-      let node = try Self.nodeID(of: path)
-      // A heap address on x86-64 and arm64 Linux is far above 2^40; a slot with its use
-      // count is far below.
-      #expect(node > 1 && node < 1 << 40, "node id \(String(node, radix: 16)) of \(path) looks like an address")
-      #expect(seen.insert(node).inserted, "node id \(node) given out twice")
-      #expect(unlink(path) == 0)
-    }
-    try fixture.unmount()
-  }
-
   /// Builds the same small tree under `base` (the mount's Documents, or a plain tmpfs
   /// directory) and returns the handles of a file, a directory two levels down, a 0600
   /// file and a file then deleted.

@@ -99,27 +99,6 @@ struct NamespaceTests {
     try fixture.unmount()
   }
 
-  @Test("a symlink to /etc/passwd stays a symlink: lstat, readlink, the backing dir holds only the link")
-  func absoluteSymlinkDoesNotEscape() throws {
-    let fixture = try MountFixture.unlocked()
-    #expect(symlink("/etc/passwd", fixture.path("Documents/passwd")) == 0)
-    #expect(fileType(try lstatPath(fixture.path("Documents/passwd"))) == S_IFLNK)
-    #expect(try readLink(fixture.path("Documents/passwd")) == "/etc/passwd")
-    let backing = try lstatPath(fixture.backingPath("Documents/passwd"))
-    #expect(fileType(backing) == S_IFLNK)
-    #expect(try readLink(fixture.backingPath("Documents/passwd")) == "/etc/passwd")
-    #expect(try directoryNames(fixture.backingPath("Documents")) == ["passwd"])
-    // Operations on the link through the mount act on the link, not on /etc/passwd.
-    let passwdBefore = try statPath("/etc/passwd")
-    #expect(lchown(fixture.path("Documents/passwd"), 4242, 4242) == 0)
-    #expect(unlink(fixture.path("Documents/passwd")) == 0)
-    let passwdAfter = try statPath("/etc/passwd")
-    #expect(passwdAfter.st_uid == passwdBefore.st_uid)
-    #expect(passwdAfter.st_ino == passwdBefore.st_ino)
-    #expect(try directoryNames(fixture.backingPath("Documents")) == [])
-    try fixture.unmount()
-  }
-
   @Test("a dangling symlink: lstat works, stat and open give ENOENT; a long target round-trips")
   func danglingAndLongSymlink() throws {
     let fixture = try MountFixture.unlocked()
@@ -237,38 +216,6 @@ struct NamespaceTests {
     try fixture.unmount()
   }
 
-  @Test("RENAME_EXCHANGE of two regular files in different domains swaps them, as files move freely between domains")
-  func renameExchangeFilesAcrossDomains() throws {
-    let fixture = try MountFixture.unlocked()
-    try writeFile(fixture.path("Documents/a"), bytes("A"))
-    try writeFile(fixture.path("Library/Caches/b"), bytes("BB"))
-    // Each file alone may move across (see fileRenameAcrossDomains); exchanging them is two such moves.
-    let result = Libc.renameat2(
-      AT_FDCWD, fixture.path("Documents/a"), AT_FDCWD, fixture.path("Library/Caches/b"), LinuxConstants.RENAME_EXCHANGE)
-    #expect(errnoOf(result) == 0)
-    #expect(try readFile(fixture.path("Documents/a")) == bytes(result == 0 ? "BB" : "A"))
-    #expect(try readFile(fixture.backingPath("Library/Caches/b")) == bytes(result == 0 ? "A" : "BB"))
-    try fixture.unmount()
-  }
-
-  @Test("RENAME_EXCHANGE of a directory with a directory or a file in another domain swaps them")
-  func renameExchangeDirectoryAcrossDomains() throws {
-    let fixture = try MountFixture.unlocked()
-    #expect(mkdir(fixture.path("Documents/d"), 0o755) == 0)
-    try writeFile(fixture.path("Documents/d/inside"), bytes("d"))
-    #expect(mkdir(fixture.path("tmp/e"), 0o755) == 0)
-    try writeFile(fixture.path("tmp/f"), bytes("f"))
-    let flags = LinuxConstants.RENAME_EXCHANGE
-    #expect(errnoOf(Libc.renameat2(AT_FDCWD, fixture.path("Documents/d"), AT_FDCWD, fixture.path("tmp/e"), flags)) == 0)
-    #expect(try readFile(fixture.path("tmp/e/inside")) == bytes("d"))
-    #expect(try directoryNames(fixture.path("Documents/d")) == [])
-    #expect(errnoOf(Libc.renameat2(AT_FDCWD, fixture.path("Documents/d"), AT_FDCWD, fixture.path("tmp/f"), flags)) == 0)
-    #expect(fileType(try statPath(fixture.path("tmp/f"))) == S_IFDIR)
-    #expect(try readFile(fixture.path("Documents/d")) == bytes("f"))
-    #expect(try readFile(fixture.backingPath("Documents/d")) == bytes("f"))
-    try fixture.unmount()
-  }
-
   @Test("RENAME_EXCHANGE through Python ctypes (renameat2 from libc)")
   func renameExchangePython() throws {
     let fixture = try MountFixture.unlocked()
@@ -288,34 +235,6 @@ struct NamespaceTests {
   }
 
   // MARK: - link
-
-  @Test("hard links: nlink counts, same inode, shared content, unlinking one keeps the other")
-  func hardLinks() throws {
-    let fixture = try MountFixture.unlocked()
-    let a = fixture.path("Documents/a")
-    let b = fixture.path("Documents/sub/b")
-    #expect(mkdir(fixture.path("Documents/sub"), 0o755) == 0)
-    try writeFile(a, bytes("shared"))
-    #expect(link(a, b) == 0)
-    let sa = try statPath(a)
-    let sb = try statPath(b)
-    #expect(sa.st_ino == sb.st_ino)
-    #expect(sa.st_nlink == 2)
-    #expect(sb.st_nlink == 2)
-    let ba = try statPath(fixture.backingPath("Documents/a"))
-    let bb = try statPath(fixture.backingPath("Documents/sub/b"))
-    #expect(ba.st_ino == bb.st_ino)
-    #expect(ba.st_nlink == 2)
-    let fd = try openFile(b, O_WRONLY | O_APPEND)
-    try writeAll(fd, bytes("+more"))
-    close(fd)
-    #expect(try readFile(a) == bytes("shared+more"))
-    #expect(errnoOf(link(a, b)) == EEXIST)
-    #expect(unlink(a) == 0)
-    #expect(try statPath(b).st_nlink == 1)
-    #expect(try readFile(b) == bytes("shared+more"))
-    try fixture.unmount()
-  }
 
   @Test("link errors: a directory gives EPERM, a missing source ENOENT")
   func linkErrors() throws {
@@ -346,16 +265,6 @@ struct NamespaceTests {
     #expect(Array(buffer[..<max(n, 0)]) == bytes("through the pipe"))
     close(reader)
     #expect(errnoOf(mkfifo(path, 0o600)) == EEXIST)
-    try fixture.unmount()
-  }
-
-  @Test("mknod S_IFIFO directly")
-  func mknodFifo() throws {
-    let fixture = try MountFixture.unlocked()
-    #expect(mknod(fixture.path("Documents/node"), S_IFIFO | 0o640, 0) == 0)
-    let st = try lstatPath(fixture.path("Documents/node"))
-    #expect(fileType(st) == S_IFIFO)
-    #expect(st.st_mode & 0o777 == 0o640)
     try fixture.unmount()
   }
 
@@ -395,121 +304,6 @@ struct NamespaceTests {
     close(client)
     close(server)
     #expect(unlink(path) == 0)
-    try fixture.unmount()
-  }
-
-  @Test("mknod a character device as root: type and st_rdev on the mount and in the backing dir")
-  func charDevice() throws {
-    let fixture = try MountFixture.unlocked()
-    let dev = LinuxConstants.makedev(1, 3)
-    #expect(mknod(fixture.path("Documents/null"), S_IFCHR | 0o666, dev) == 0)
-    let st = try lstatPath(fixture.path("Documents/null"))
-    #expect(fileType(st) == S_IFCHR)
-    #expect(st.st_rdev == dev)
-    let backing = try lstatPath(fixture.backingPath("Documents/null"))
-    #expect(fileType(backing) == S_IFCHR)
-    #expect(backing.st_rdev == dev)
-    try fixture.unmount()
-  }
-
-  // MARK: - names
-
-  @Test("a non-UTF-8 name: created from raw bytes, readdir returns exactly those bytes, so does the backing dir")
-  func nonUTF8Name() throws {
-    let fixture = try MountFixture.unlocked()
-    let name: [UInt8] = [0x62, 0x61, 0x64, 0xff, 0xfe, 0x2e, 0x74, 0x78, 0x74]  // "bad\xff\xfe.txt"
-    let full = Array(fixture.path("Documents/").utf8) + name
-    let fd = withRawPath(full) { open($0, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644) }
-    #expect(fd >= 0)
-    if fd >= 0 {
-      try writeAll(fd, bytes("raw"))
-      close(fd)
-    }
-    #expect(try directoryEntries(fixture.path("Documents")).map(\.name) == [name])
-    #expect(try directoryEntries(fixture.backingPath("Documents")).map(\.name) == [name])
-    var st = stat()
-    #expect(withRawPath(full) { stat($0, &st) } == 0)
-    #expect(st.st_size == 3)
-    let backingFull = Array(fixture.backingPath("Documents/").utf8) + name
-    #expect(withRawPath(backingFull) { stat($0, &st) } == 0)
-    // The replacement-character spelling is a different name.
-    #expect(errnoOf(access(fixture.path("Documents/bad\u{FFFD}\u{FFFD}.txt"), F_OK)) == ENOENT)
-    #expect(withRawPath(full) { unlink($0) } == 0)
-    #expect(try directoryEntries(fixture.backingPath("Documents")).isEmpty)
-    try fixture.unmount()
-  }
-
-  @Test("names of 255 bytes work, 256 bytes give ENAMETOOLONG")
-  func nameLength() throws {
-    let fixture = try MountFixture.unlocked()
-    let longest = String(repeating: "n", count: 255)
-    try writeFile(fixture.path("Documents/" + longest), bytes("x"))
-    #expect(try directoryNames(fixture.path("Documents")) == [longest])
-    let tooLong = String(repeating: "n", count: 256)
-    #expect(errnoOf(open(fixture.path("Documents/" + tooLong), O_WRONLY | O_CREAT, 0o644)) == ENAMETOOLONG)
-    #expect(errnoOf(mkdir(fixture.path("Documents/" + tooLong), 0o755)) == ENAMETOOLONG)
-    try fixture.unmount()
-  }
-
-  @Test("names with spaces, newlines and Unicode in NFC and NFD are distinct entries")
-  func unusualNames() throws {
-    let fixture = try MountFixture.unlocked()
-    let names = ["with space", "new\nline", "caf\u{E9}", "cafe\u{301}", "-dash", ".hidden", "\u{1F600}"]
-    for (i, name) in names.enumerated() { try writeFile(fixture.path("Documents/" + name), bytes("\(i)")) }
-    let listed = try directoryEntries(fixture.path("Documents")).map(\.name)
-    #expect(Set(listed) == Set(names.map { Array($0.utf8) }))
-    #expect(listed.count == names.count)
-    for (i, name) in names.enumerated() { #expect(try readFile(fixture.path("Documents/" + name)) == bytes("\(i)")) }
-    try fixture.unmount()
-  }
-
-  // MARK: - storage domains
-
-  @Test(
-    "a directory moves to another domain with one rename, as on a device: `mv` keeps its inode (no copy)",
-    arguments: [
-      ("Documents/d", "tmp/d"), ("Library/Caches/d", "Documents/d"), ("tmp/d", "Library/Application Support/d"),
-      ("Library/Preferences/d", "Library/Caches/d"),
-    ])
-  func directoryRenameAcrossDomains(source: String, target: String) throws {
-    let fixture = try MountFixture.unlocked()
-    #expect(mkdir(fixture.path(source), 0o755) == 0)
-    try writeFile(fixture.path(source + "/f"), bytes("f"))
-    let ino = try statPath(fixture.path(source)).st_ino
-    #expect(rename(fixture.path(source), fixture.path(target)) == 0)
-    #expect(try readFile(fixture.path(target + "/f")) == bytes("f"))
-    #expect(errnoOf(access(fixture.path(source), F_OK)) == ENOENT)
-    #expect(errnoOf(access(fixture.backingPath(source), F_OK)) == ENOENT)
-    try Command.shell("mv " + shellQuote(fixture.path(target)) + " " + shellQuote(fixture.path(source)))
-    #expect(try statPath(fixture.path(source)).st_ino == ino)
-    #expect(try readFile(fixture.backingPath(source + "/f")) == bytes("f"))
-    try fixture.unmount()
-  }
-
-  @Test("a file moves freely between domains, its bytes and inode with it")
-  func fileRenameAcrossDomains() throws {
-    let fixture = try MountFixture.unlocked()
-    try writeFile(fixture.path("tmp/f"), pattern(50_000, seed: 8))
-    let ino = try statPath(fixture.path("tmp/f")).st_ino
-    #expect(rename(fixture.path("tmp/f"), fixture.path("Documents/f")) == 0)
-    #expect(try statPath(fixture.path("Documents/f")).st_ino == ino)
-    #expect(rename(fixture.path("Documents/f"), fixture.path("Library/Caches/f")) == 0)
-    #expect(try readFile(fixture.path("Library/Caches/f")) == pattern(50_000, seed: 8))
-    #expect(try readFile(fixture.backingPath("Library/Caches/f")) == pattern(50_000, seed: 8))
-    #expect(try directoryNames(fixture.backingPath("tmp")) == [])
-    #expect(try directoryNames(fixture.backingPath("Documents")) == [])
-    try fixture.unmount()
-  }
-
-  @Test("hard links stay within a domain: EXDEV across domains, nothing created")
-  func linkAcrossDomains() throws {
-    let fixture = try MountFixture.unlocked()
-    try writeFile(fixture.path("Library/Caches/a"), bytes("a"))
-    #expect(errnoOf(link(fixture.path("Library/Caches/a"), fixture.path("Documents/a"))) == EXDEV)
-    #expect(errnoOf(link(fixture.path("Library/Caches/a"), fixture.path("tmp/a"))) == EXDEV)
-    #expect(try statPath(fixture.path("Library/Caches/a")).st_nlink == 1)
-    #expect(try directoryNames(fixture.path("Documents")) == [])
-    #expect(try directoryNames(fixture.backingPath("tmp")) == [])
     try fixture.unmount()
   }
 }

@@ -75,36 +75,6 @@ struct PurgeCostTests {
     try fixture.unmount()
   }
 
-  @Test("looking up a purged name is one missed event per purge; an atomic rename onto it re-creates it")
-  func missedAndRenamed() throws {
-    let fixture = try MountFixture(arguments: ["--unlocked", "--capacity", "20M"])
-    for index in 0..<4 {
-      try Quota.writeFile(fixture.path("Library/Caches/c\(index)"), count: mib, seed: UInt64(index))
-    }
-    #expect(Quota.waitForReleases(fixture))
-    // Shrinking purges c0 and c1 (least recently used first).
-    #expect(try Experiment.resize(fixture.mountpoint, "3M").status == 0)
-    let purged = try Quota.purgedPaths(fixture.mountpoint, reason: "shrink")
-    try #require(purged.first == "Library/Caches/c0", "\(purged)")
-    for _ in 0..<3 { #expect(Quota.statError(fixture.path("Library/Caches/c0")) == ENOENT) }
-    #expect(Quota.openError(fixture.path("Library/Caches/c0")) == ENOENT)
-    let missed = try Experiment.events(fixture.mountpoint, type: "missed", atLeast: 1)
-    #expect(missed.map { $0["path"] as? String } == ["Library/Caches/c0"], "one event per purge: \(missed)")
-    #expect(Quota.number(try cost(fixture), "missed") == 1)
-
-    // Written aside and renamed into place, as Foundation's atomic writes do.
-    #expect(try Experiment.resize(fixture.mountpoint, "20M").status == 0)
-    let rename = try Command.run(
-      "/bin/sh",
-      ["-c", "cd \"$1\" && echo fresh > .c0.partial && mv .c0.partial c0", "sh", fixture.path("Library/Caches")])
-    #expect(rename.status == 0, "\(rename.error)")
-    let recreated = try Experiment.events(fixture.mountpoint, type: "recreated", atLeast: 1)
-    #expect(recreated.map { $0["path"] as? String } == ["Library/Caches/c0"], "\(recreated)")
-    #expect(Quota.number(try cost(fixture), "recreated") == 1)
-    #expect(Quota.number(try cost(fixture), "bytesWrittenAgain") == 4096, "one block, renamed into place")
-    try fixture.unmount()
-  }
-
   @Test("opens of Caches files are counted; reads too when they reach the daemon")
   func cacheHits() throws {
     let fixture = try MountFixture(arguments: ["--unlocked", "--capacity", "20M", "--no-passthrough"])

@@ -59,45 +59,6 @@ struct EventTotals {
 struct ReportTests {
   let mib = Quota.mebibyte
 
-  @Test("usage samples: one at mount, one per interval only after a change, one per resize, one at unmount")
-  func usageSamples() throws {
-    let fixture = try MountFixture(arguments: ["--capacity", "16M", "--usage-interval", "200ms"])
-    let usage = { try Experiment.events(fixture.mountpoint, type: "usage") }
-    let first = try #require(try Experiment.events(fixture.mountpoint, type: "usage", atLeast: 1).first)
-    #expect(first["reason"] as? String == "mount" && first["state"] as? String == "UNLOCKED")
-    #expect(Experiment.number(first, "capacity") == Double(16 * mib))
-
-    try Quota.writeFile(fixture.path("Library/Caches/a"), count: mib)
-    var sampled: [[String: Any]] = []
-    #expect(
-      try Quota.poll {
-        sampled = try usage()
-        return sampled.contains {
-          $0["reason"] as? String == "interval" && Experiment.number($0, "caches") >= Double(mib)
-        }
-      }, "\(sampled)")
-    // Nothing changes for a while (ten intervals): nothing is logged.
-    let quiet = try usage().count
-    usleep(2_000_000)
-    #expect(try usage().count == quiet)
-
-    let resized = try Experiment.resize(fixture.mountpoint, "8M")
-    #expect(resized.status == 0, "\(resized.error)")
-    let afterResize = try #require(try usage().last)
-    #expect(
-      afterResize["reason"] as? String == "capacity" && Experiment.number(afterResize, "capacity") == Double(8 * mib))
-    let used = Quota.number(try Quota.status(fixture.mountpoint), "used")
-    let eventsFile = try #require(ControlFiles.eventLog(for: fixture.mountpoint))
-    try fixture.unmount()
-    let all = EventTotals.events(try String(contentsOfFile: eventsFile, encoding: .utf8))
-    let last = try #require(all.last)
-    #expect(last["type"] as? String == "usage" && last["reason"] as? String == "unmount")
-    #expect(Experiment.number(last, "used") == Double(used))
-    // Never two interval samples closer than the interval (less a scheduling margin).
-    let times = all.filter { $0["reason"] as? String == "interval" }.map { Experiment.number($0, "time") }
-    for (earlier, later) in zip(times, times.dropFirst()) { #expect(later - earlier > 0.15, "\(times)") }
-  }
-
   @Test(
     "appbox report of a live mount: the summary printed, the page's table and its charts agree with the events; the page renders in chromium and parses as XML",
     .needsBrowser)

@@ -6,13 +6,23 @@ import Synchronization
   import Glibc
 #endif
 
-/// A driver without a kernel: no passthrough, nothing to hand off.
-struct InMemoryDriver: FilesystemDriver {
-  var passthrough: any PassthroughFiles { NoPassthrough() }
-  func handOff() {}
+/// A driver without a kernel: no passthrough, and no other reader to hand the device to
+/// (it counts how often a handler asked, as a long wait on a mount would).
+final class InMemoryDriver: FilesystemDriver {
+  private let handOffs = Atomic<Int>(0)
+  private let files: (any PassthroughFiles)?
+
+  /// A driver without passthrough, or with `passthrough` standing in for the kernel's.
+  init(passthrough: (any PassthroughFiles)? = nil) { files = passthrough }
+
+  var passthrough: any PassthroughFiles { files ?? NoPassthrough() }
+  func handOff() { handOffs.add(1, ordering: .relaxed) }
   var busyPoll: (microseconds: UInt32, polled: UInt64, waited: UInt64) { (0, 0, 0) }
   var requestCounts: [(operation: String, count: UInt64)] { [] }
   var transport: TransportStatus { TransportStatus(inUse: .devFuse, requested: .devFuse) }
+
+  /// How often handlers handed the device off so far.
+  var handOffCount: Int { handOffs.load(ordering: .relaxed) }
 }
 
 /// Passthrough is never available outside a FUSE session.
@@ -20,6 +30,30 @@ struct NoPassthrough: PassthroughFiles {
   var isAvailable: Bool { false }
   func register(_ fd: Int32) -> BackingID? { nil }
   func unregister(_ id: BackingID) {}
+}
+
+/// Passthrough as a kernel that agreed to it: registrations get ids, and are counted.
+final class RecordingPassthrough: PassthroughFiles {
+  private let state = Mutex<(next: Int32, registered: Set<Int32>, total: Int)>((1, [], 0))
+
+  var isAvailable: Bool { true }
+
+  func register(_ fd: Int32) -> BackingID? {
+    state.withLock { state in
+      defer { state.next += 1 }
+      state.registered.insert(state.next)
+      state.total += 1
+      return BackingID(rawValue: state.next)
+    }
+  }
+
+  func unregister(_ id: BackingID) { state.withLock { _ = $0.registered.remove(id.rawValue) } }
+
+  /// Registrations not dropped yet.
+  var registered: Int { state.withLock { $0.registered.count } }
+
+  /// Registrations ever made.
+  var total: Int { state.withLock { $0.total } }
 }
 
 /// Records the kernel notifications the filesystem sends.
@@ -78,20 +112,48 @@ struct ByteWriteData: WriteData {
   }
 }
 
-/// A readdir reply as a list of names.
+/// A readdir reply as a list of names, full after `capacity` entries (as a reply buffer
+/// fills up).
 struct ListFiller: DirectoryFiller {
   let plus: Bool
+  var capacity = Int.max
   var names: [[UInt8]] = []
   var entries: [Entry] = []
+  /// The offset to ask for next (what the last added entry said).
+  var nextOffset: off_t = 0
+
+  init(plus: Bool, capacity: Int = .max) {
+    self.plus = plus
+    self.capacity = capacity
+  }
 
   mutating func add(name: FileName, attributes: stat, nextOffset: off_t) -> Bool {
+    guard names.count < capacity else { return false }
     names.append(name.bytes)
+    self.nextOffset = nextOffset
     return true
   }
 
   mutating func add(name: FileName, entry: Entry, nextOffset: off_t) -> Bool {
+    guard names.count < capacity else { return false }
     names.append(name.bytes)
     entries.append(entry)
+    self.nextOffset = nextOffset
     return true
+  }
+}
+
+/// A write request whose copy fails with `error` after writing `written` of its bytes (a
+/// full or failing backing filesystem part-way).
+struct FailingWriteData: WriteData {
+  let bytes: [UInt8]
+  let written: Int
+  let error: Errno
+
+  var count: Int { bytes.count }
+
+  func write(to fd: Int32, at offset: off_t, limit: Int?) throws(Errno) -> Int {
+    if written > 0 { _ = try ByteWriteData(bytes: Array(bytes.prefix(written))).write(to: fd, at: offset, limit: nil) }
+    throw error
   }
 }

@@ -9,40 +9,104 @@ import Testing
   import Glibc
 #endif
 
+/// A temporary directory holding a backing directory and an event log, removed when the
+/// last sandbox over it goes.
+final class SandboxRoot: Sendable {
+  let base: String
+  var backing: String { base + "/backing" }
+  /// Whether the backing directory is a tmpfs of its own.
+  let onTmpfs: Bool
+
+  /// A new temporary directory; with `tmpfs` (mount options such as `size=16m`), its
+  /// backing directory is a tmpfs of its own (root only): a small filesystem that fills
+  /// up, or one that gives file handles where `/tmp` (a container's overlay) does not.
+  init(tmpfs: String? = nil) throws {
+    var template = Array("/tmp/appboxfs-test.XXXXXX".utf8CString)
+    guard let made = mkdtemp(&template) else { throw Errno.current }
+    base = String(cString: made)
+    try Sys.mkdir(base + "/backing", 0o755)
+    onTmpfs = tmpfs != nil
+    if let tmpfs, mount("appboxfs-test", base + "/backing", "tmpfs", 0, "mode=0755," + tmpfs) != 0 {
+      let error = Errno.current
+      TestFiles.removeTree(base)
+      throw error
+    }
+  }
+
+  deinit {
+    if onTmpfs { _ = umount2(backing, Int32(MNT_DETACH)) }
+    TestFiles.removeTree(base)
+  }
+}
+
 /// A `SandboxFilesystem` over a fresh temporary backing directory, driven through its
 /// protocol as the FUSE bridge would drive it, with paths for names.
-final class Sandbox {
+final class Sandbox: Sendable {
+  /// Where the backing directory and the event log live.
+  let temporary: SandboxRoot
   /// The backing directory.
-  let backing: String
+  var backing: String { temporary.backing }
   /// The event log (JSON Lines).
   let eventsPath: String
   let options: SandboxOptions
   let fs: SandboxFilesystem
   let notifier = RecordingNotifier()
+  let driver: InMemoryDriver
 
   /// root, as most requests in the tests come.
   static var root: Caller { Caller(uid: 0, gid: 0, pid: getpid(), umask: 0o022) }
 
-  init(capacity: Int64 = 64 << 20, _ configure: (inout SandboxOptions) -> Void = { _ in }) throws {
-    var template = Array("/tmp/appboxfs-test.XXXXXX".utf8CString)
-    guard let made = mkdtemp(&template) else { throw Errno.current }
-    let base = String(cString: made)
-    backing = base + "/backing"
-    eventsPath = base + "/events.jsonl"
-    try Sys.mkdir(backing, 0o755)
+  /// Another user (`nobody`), for what depends on who asks.
+  static var nobody: Caller { Caller(uid: 65534, gid: 65534, pid: getpid(), umask: 0o022) }
+
+  /// A sandbox of `capacity` bytes, UNLOCKED without grace (a lock is LOCKED at once).
+  /// - Parameters:
+  ///   - configure: changes the options.
+  ///   - prepare: fills the backing directory before the filesystem indexes it (as a
+  ///     tree copied in before a mount).
+  ///   - driver: what serves it (one with a stand-in for the kernel's passthrough, say).
+  ///   - tmpfs: mount options of a tmpfs for the backing directory (``SandboxRoot``).
+  convenience init(
+    capacity: Int64 = 64 << 20, _ configure: (inout SandboxOptions) -> Void = { _ in },
+    prepare: (String) throws -> Void = { _ in }, driver: InMemoryDriver = InMemoryDriver(), tmpfs: String? = nil
+  ) throws {
+    let root = try SandboxRoot(tmpfs: tmpfs)
+    try prepare(root.backing)
+    try self.init(root: root, capacity: capacity, events: "events.jsonl", driver: driver, configure)
+  }
+
+  private init(
+    root: SandboxRoot, capacity: Int64, events: String, driver: InMemoryDriver,
+    _ configure: (inout SandboxOptions) -> Void
+  ) throws {
+    temporary = root
+    eventsPath = root.base + "/" + events
     var options = SandboxOptions()
     options.capacity = capacity
     options.gracePeriod = 0
-    options.eventsPath = eventsPath
     configure(&options)
+    options.eventsPath = eventsPath
     self.options = options
+    self.driver = driver
     fs = try SandboxFilesystem(
-      backingDirectory: backing, configuration: CacheTimeouts(), options: options, driver: InMemoryDriver())
+      backingDirectory: root.backing, configuration: CacheTimeouts(), options: options, driver: driver)
     fs.mounted(notifier: notifier)
   }
 
-  deinit {
-    TestFiles.removeTree(String(backing.dropLast("/backing".count)))
+  /// A new filesystem over the same backing directory (a remount): it indexes the tree
+  /// afresh and draws a new generation; its events go to a log of its own.
+  func remount(capacity: Int64? = nil, _ configure: (inout SandboxOptions) -> Void = { _ in }) throws -> Sandbox {
+    fs.unmounted()
+    var count = 1
+    while TestFiles.exists(temporary.base + "/events-\(count).jsonl") { count += 1 }
+    return try Sandbox(
+      root: temporary, capacity: capacity ?? options.capacity, events: "events-\(count).jsonl",
+      driver: InMemoryDriver(),
+      { options in
+        options = self.options
+        if let capacity { options.capacity = capacity }
+        configure(&options)
+      })
   }
 
   // MARK: Requests by path
@@ -79,9 +143,11 @@ final class Sandbox {
   }
 
   /// `open` of an existing file.
-  func open(_ path: String, flags: Int32 = O_RDONLY) throws(Errno) -> (node: NodeID, handle: FileHandle) {
+  func open(_ path: String, flags: Int32 = O_RDONLY, as caller: Caller = root) throws(Errno) -> (
+    node: NodeID, handle: FileHandle
+  ) {
     let node = try lookup(path)
-    return (node, try fs.open(Self.root, node: node, flags: flags).handle)
+    return (node, try fs.open(caller, node: node, flags: flags).handle)
   }
 
   /// `write` of `bytes` at `offset`: the bytes written.
@@ -113,10 +179,11 @@ final class Sandbox {
     _ = try write(file, [UInt8](repeating: 0x61, count: count))
   }
 
-  func mkdir(_ path: String, mode: mode_t = 0o755) throws(Errno) -> NodeID {
+  @discardableResult
+  func mkdir(_ path: String, mode: mode_t = 0o755, as caller: Caller = root) throws(Errno) -> NodeID {
     let (parent, name) = try parent(of: path)
     return try FileName.withBytes(name) { (name) throws(Errno) in
-      try fs.mkdir(Self.root, parent: parent, name: name, mode: mode).node
+      try fs.mkdir(caller, parent: parent, name: name, mode: mode).node
     }
   }
 
@@ -125,21 +192,31 @@ final class Sandbox {
     try FileName.withBytes(name) { (name) throws(Errno) in try fs.unlink(Self.root, parent: parent, name: name) }
   }
 
-  func rename(_ path: String, to newPath: String) throws(Errno) {
+  func rename(_ path: String, to newPath: String, flags: UInt32 = 0) throws(Errno) {
     let (from, name) = try parent(of: path)
     let (to, newName) = try parent(of: newPath)
     try FileName.withBytes(name) { (name) throws(Errno) in
       try FileName.withBytes(newName) { (newName) throws(Errno) in
-        try fs.rename(Self.root, parent: from, name: name, newParent: to, newName: newName, flags: 0)
+        try fs.rename(Self.root, parent: from, name: name, newParent: to, newName: newName, flags: flags)
       }
     }
   }
 
   func setxattr(_ path: String, _ name: String, _ value: String) throws(Errno) {
+    try setxattr(path, name, bytes: Array(value.utf8))
+  }
+
+  /// `setxattr` of raw bytes, with `XATTR_CREATE`/`XATTR_REPLACE` in `flags`.
+  func setxattr(_ path: String, _ name: String, bytes value: [UInt8], flags: Int32 = 0) throws(Errno) {
     let node = try lookup(path)
-    try FileName.withBytes(Array(name.utf8)) { (name) throws(Errno) in
-      try Array(value.utf8).withUnsafeBytes { bytes in
-        Result { () throws(Errno) in try fs.setxattr(Self.root, node: node, name: name, value: bytes, flags: 0) }
+    try setxattr(node, Array(name.utf8), value, flags: flags)
+  }
+
+  /// `setxattr` on a node, of a name given as bytes.
+  func setxattr(_ node: NodeID, _ name: [UInt8], _ value: [UInt8], flags: Int32 = 0) throws(Errno) {
+    try FileName.withBytes(name) { (name) throws(Errno) in
+      try value.withUnsafeBytes { bytes in
+        Result { () throws(Errno) in try fs.setxattr(Self.root, node: node, name: name, value: bytes, flags: flags) }
       }.get()
     }
   }
@@ -156,7 +233,7 @@ final class Sandbox {
 
   /// Whether `path` exists on the backing directory itself.
   func backingHas(_ path: String) -> Bool {
-    (try? Sys.lstatPath(backing + "/" + path)) != nil
+    (try? Sys.lstatPath(backing + "/" + path)) != nil  // absent: the meaning of any error here
   }
 
   // MARK: The books
@@ -171,6 +248,9 @@ final class Sandbox {
   /// Bytes in use, by the ledger.
   var used: Int64 { fs.storage.books.withLock { $0.ledger.used } }
 
+  /// Free bytes, by the ledger.
+  var free: Int64 { fs.storage.books.withLock { $0.ledger.free } }
+
   /// Purgeable bytes by domain, by the catalog.
   var purgeable: [StorageDomain: Int64] {
     fs.storage.books.withLock { books in
@@ -178,16 +258,38 @@ final class Sandbox {
     }
   }
 
+  /// Bytes of the files on the purge catalog by domain, open ones included.
+  var tracked: [StorageDomain: Int64] {
+    fs.storage.books.withLock { books in
+      Dictionary(uniqueKeysWithValues: StorageDomain.purgeOrder.map { ($0, books.catalog.trackedBytes(domain: $0)) })
+    }
+  }
+
+  /// Files on the purge catalog.
+  var purgeableFiles: Int { fs.storage.books.withLock { $0.catalog.count } }
+
   /// Expects the books to be exact: usage by domain and purgeable bytes as a fresh
-  /// mount-time scan of the backing tree finds them, and the total as `du` counts the
-  /// tree (allocated blocks, hard links once), with nothing in flight.
+  /// mount-time scan of the backing tree finds them, the total as `du` counts the tree
+  /// (allocated blocks, hard links once), each domain's usage as `du` counts its
+  /// directory, the catalog the files and bytes the scan finds (open files included), and
+  /// nothing in flight.
   func expectExactBooks(sourceLocation: SourceLocation = #_sourceLocation) throws {
     let rescan = try SandboxFilesystem(
       backingDirectory: backing, configuration: CacheTimeouts(), options: options, driver: InMemoryDriver())
     let fresh = Sandbox.books(of: rescan)
+    let usage = self.usage
     #expect(usage == fresh.usage, "usage by domain", sourceLocation: sourceLocation)
-    #expect(purgeable == fresh.purgeable, "purgeable bytes", sourceLocation: sourceLocation)
+    // A fresh scan has nothing open: every file it catalogs is purgeable.
+    #expect(tracked == fresh.purgeable, "catalogued bytes", sourceLocation: sourceLocation)
+    #expect(
+      fs.storage.books.withLock { $0.catalog.count } == rescan.storage.books.withLock { $0.catalog.count },
+      "catalogued files", sourceLocation: sourceLocation)
     #expect(used == Self.diskUsage(backing), "used against du", sourceLocation: sourceLocation)
+    for domain in [StorageDomain.documents, .applicationSupport, .preferences, .caches, .tmp] {
+      let path =
+        backing + "/" + domain.rootComponents.map { String(decoding: $0, as: UTF8.self) }.joined(separator: "/")
+      #expect(usage[domain] == Self.diskUsage(path), "\(domain) against du", sourceLocation: sourceLocation)
+    }
     #expect(fs.storage.books.withLock { $0.inFlight.isEmpty }, sourceLocation: sourceLocation)
   }
 
@@ -209,7 +311,7 @@ final class Sandbox {
     var total: Int64 = 0
     var stack = [path]
     while let next = stack.popLast() {
-      guard let st = try? Sys.lstatPath(next) else { continue }
+      guard let st = try? Sys.lstatPath(next) else { continue }  // gone meanwhile: nothing to count
       if st.st_nlink > 1 && st.st_mode & S_IFMT != S_IFDIR && !seen.insert(UInt64(st.st_ino)).inserted { continue }
       total += Int64(st.st_blocks) * 512
       if st.st_mode & S_IFMT == S_IFDIR { stack += TestFiles.entries(of: next).map { next + "/" + $0 } }
@@ -226,13 +328,29 @@ final class Sandbox {
     return text.split(separator: "\n").map(String.init).filter { $0.contains("\"type\":\"\(kind)\"") }
   }
 
-  /// Waits up to five seconds for `condition` (notifications are sent from the
-  /// maintenance queue).
-  func eventually(_ condition: () -> Bool) -> Bool {
-    let deadline = Clock.monotonic() + 5
+  /// The event log's events of `kind`, decoded.
+  func eventObjects(_ kind: String) -> [[String: Any]] {
+    events(kind).compactMap { TestFiles.jsonObject($0) }
+  }
+
+  /// The paths of the purge events, in log order (of one `reason`, or all).
+  func purgedPaths(reason: String? = nil) -> [String] {
+    eventObjects("purge").filter { reason == nil || $0["reason"] as? String == reason }.compactMap {
+      $0["path"] as? String
+    }
+  }
+
+  /// `appbox status --json`'s object, decoded.
+  var status: [String: Any] { TestFiles.jsonObject(fs.statusJSON()) ?? [:] }
+
+  /// Waits up to `seconds` for `condition` (notifications are sent from the maintenance
+  /// queue, timed transitions and background purges run there: a loaded machine delays
+  /// them).
+  func eventually(seconds: Double = 30, _ condition: () -> Bool) -> Bool {
+    let deadline = Clock.monotonic() + seconds
     while !condition() {
       if Clock.monotonic() > deadline { return false }
-      Clock.sleep(seconds: 0.01)
+      Clock.sleep(seconds: 0.005)
     }
     return true
   }
