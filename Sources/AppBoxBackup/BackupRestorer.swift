@@ -86,6 +86,8 @@ public final class BackupRestorer {
   private var rootMode: mode_t = 0o755
 
   private let progress: BackupProgress?
+  /// Where tests act as a racing user would.
+  var hooks = EngineHooks()
 
   /// A restorer reading the backup directory `backup`; `progress` is told the items and
   /// bytes restored so far, now and then.
@@ -195,9 +197,11 @@ public final class BackupRestorer {
     var needed = Space(blockSize: space.blockSize)
     let checked = try check(plan, database, &needed)
     try refuseUnlessItFits(needed, space, capacity: capacity, target: target)
+    hooks.checked?()
 
     let staging = try StagingDirectory(for: target, purpose: "restore", verb: "restore")
     rootFD = staging.fd
+    hooks.stagingMade?(staging.path)
     do throws(BackupError) {
       try makeLayout()
       for (index, item) in plan.items.enumerated() where !checked[index].excluded {

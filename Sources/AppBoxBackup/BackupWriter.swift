@@ -30,6 +30,8 @@ public final class BackupWriter {
   private let domain: String
   private let dryRun: Bool
   private let progress: BackupProgress?
+  /// Where tests act as a racing user would.
+  var hooks = EngineHooks()
   private var rootDefault = ProtectionClass.containerDefault
   private var report = BackupReport()
 
@@ -81,12 +83,14 @@ public final class BackupWriter {
     ResourceLimits.raiseOpenFiles()
     if let destination {
       staging = try StagingDirectory(for: destination, purpose: "backup", verb: "back up")
+      hooks.stagingMade?(staging!.path)
     }
     do throws(BackupError) {
       if let staging { database = try Self.createDatabase(in: staging) }
       try walk(rootFD)
       if let staging {
         try finishDatabase()
+        hooks.databaseWritten?(staging.path)
         try writePlists()
         try staging.commit()
       }
