@@ -341,9 +341,7 @@ public final class BackupRestorer {
     blockSize: Int64, free: Int64, inodes: Int64?
   ) {
     do throws(Errno) {
-      let fd = try Sys.open(target.parent, O_RDONLY | O_DIRECTORY)
-      defer { Sys.close(fd) }
-      let st = try Sys.fstatvfs(fd)
+      let st = try Sys.fstatvfs(target.parentFD)
       let blockSize = max(Int64(st.f_frsize), 512)
       let free = Int64(clamping: UInt64(st.f_bavail).multipliedReportingOverflow(by: UInt64(st.f_frsize)).partialValue)
       // A filesystem that reports no inode total has no inode limit.
