@@ -125,19 +125,30 @@ public final class BackupRestorer {
     if encrypted {
       throw BackupError(.badData, "\(backup) is encrypted: AppBox restores unencrypted backups only")
     }
-    let status: stat
+    // Opened here, without following a symlink, and checked; SQLite reads this very file
+    // (``ManifestDatabase``).
+    let fd: Int32
     do throws(Errno) {
-      status = try Sys.fstatat(backupFD, "Manifest.db", AT_SYMLINK_NOFOLLOW)
+      fd = try Sys.openat(backupFD, BackupLayout.database, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
     } catch  where error == .noEntry {
       throw BackupError(.badData, "\(backup) is not an iOS backup: no Manifest.db")
+    } catch  where error == .tooManySymlinks {
+      throw BackupError(.badData, "\(backup)/Manifest.db is a symlink, not a file of the backup")
     } catch {
+      throw BackupError(.unusablePath, "cannot open \(backup)/Manifest.db: \(error)")
+    }
+    let status: stat
+    do throws(Errno) { status = try Sys.fstat(fd) } catch {
+      Sys.close(fd)
       throw BackupError(.unusablePath, "cannot look at \(backup)/Manifest.db: \(error)")
     }
     guard status.st_mode & S_IFMT == S_IFREG else {
+      Sys.close(fd)
       throw BackupError(.badData, "\(backup)/Manifest.db is not a file")
     }
+    defer { Sys.close(fd) }
     do throws(ManifestDatabase.Failure) {
-      let database = try ManifestDatabase(path: backup + "/Manifest.db", create: false)
+      let database = try ManifestDatabase(reading: fd, displayPath: backup + "/Manifest.db")
       return (database, try database.domains().filter { BackupRules.bundleID(ofDomain: $0) != nil })
     } catch {
       throw BackupError(.badData, "\(backup)/Manifest.db: \(error)")

@@ -36,6 +36,10 @@ public final class BackupWriter {
   private var report = BackupReport()
 
   private var database: ManifestDatabase?
+  /// The status of `Manifest.db` when it was made, to know it again.
+  private var databaseFile: stat?
+  /// The rows inserted into `Manifest.db`.
+  private var rowsWritten: Int64 = 0
   private var staging: StagingDirectory?
   private var outFD: Int32 { staging?.fd ?? -1 }
   private var buckets: [String: Int32] = [:]
@@ -86,11 +90,12 @@ public final class BackupWriter {
       hooks.stagingMade?(staging!.path)
     }
     do throws(BackupError) {
-      if let staging { database = try Self.createDatabase(in: staging) }
+      if let staging { database = try createDatabase(in: staging) }
       try walk(rootFD)
       if let staging {
         try finishDatabase()
         hooks.databaseWritten?(staging.path)
+        try checkDatabase(in: staging)
         try writePlists()
         try staging.commit()
       }
@@ -103,19 +108,14 @@ public final class BackupWriter {
 
   // MARK: - Destination
 
-  /// `Manifest.db` in the staging directory, made with mode 0600 before SQLite opens it
-  /// (SQLite would make it 0644 less the umask).
-  private static func createDatabase(in staging: StagingDirectory) throws(BackupError) -> ManifestDatabase {
-    do throws(Errno) {
-      let fd = try Sys.openat(
-        staging.fd, BackupLayout.database, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
-      defer { Sys.close(fd) }
-      try Sys.fchmod(fd, 0o600)
-    } catch {
-      throw BackupError(.system, "cannot create \(staging.path)/Manifest.db: \(error)")
-    }
+  /// `Manifest.db` in the staging directory, mode 0600, opened by SQLite through the
+  /// staging directory's descriptor (``ManifestDatabase``), never by path.
+  private func createDatabase(in staging: StagingDirectory) throws(BackupError) -> ManifestDatabase {
     do throws(ManifestDatabase.Failure) {
-      return try ManifestDatabase(path: staging.path + "/Manifest.db", create: true)
+      let database = try ManifestDatabase(
+        creating: BackupLayout.database, in: staging.fd, displayPath: "\(staging.path)/\(BackupLayout.database)")
+      databaseFile = database.created
+      return database
     } catch {
       throw BackupError(.system, error.description)
     }
@@ -127,6 +127,41 @@ public final class BackupWriter {
       database = nil
     } catch {
       throw BackupError(.system, error.description)
+    }
+  }
+
+  /// Reads the committed `Manifest.db` back, as a restore will: it must be the file made
+  /// (not one renamed into its place) and hold every row written, all of the app's
+  /// domain. A backup that fails this is not reported as made.
+  private func checkDatabase(in staging: StagingDirectory) throws(BackupError) {
+    let what = "\(staging.path)/\(BackupLayout.database)"
+    let fd: Int32
+    let status: stat
+    do throws(Errno) {
+      fd = try Sys.openat(staging.fd, BackupLayout.database, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
+      do throws(Errno) { status = try Sys.fstat(fd) } catch {
+        Sys.close(fd)
+        throw error
+      }
+    } catch {
+      throw BackupError(.system, "cannot read \(what) back: \(error)")
+    }
+    guard let made = databaseFile, status.st_dev == made.st_dev, status.st_ino == made.st_ino else {
+      Sys.close(fd)
+      throw BackupError(.system, "\(what) is not the file the backup wrote: the backup is not kept")
+    }
+    defer { Sys.close(fd) }
+    let counts: (all: Int64, domain: Int64)
+    do throws(ManifestDatabase.Failure) {
+      counts = try ManifestDatabase(reading: fd, displayPath: what).rowCounts(domain: domain)
+    } catch {
+      throw BackupError(.system, "\(what) cannot be read back (\(error)): the backup is not kept")
+    }
+    guard counts.all == rowsWritten, counts.domain == rowsWritten else {
+      throw BackupError(
+        .system,
+        "\(what) holds \(counts.all) rows (\(counts.domain) of \(domain)), not the \(rowsWritten) written: the backup is not kept"
+      )
     }
   }
 
@@ -301,6 +336,7 @@ public final class BackupWriter {
       do throws(ManifestDatabase.Failure) {
         try database.insert(
           fileID: fileID, domain: domain, relativePath: relativePath, flags: kind.rawValue, file: record.archive())
+        rowsWritten += 1
       } catch {
         throw BackupError(.system, error.description)
       }
