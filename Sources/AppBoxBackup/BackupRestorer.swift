@@ -39,6 +39,9 @@ public final class BackupRestorer {
     public var excluded = 0
     /// Items whose set-user-ID or set-group-ID bit was dropped.
     public var setIDDropped = 0
+    /// The bytes the restore was estimated to take before it wrote anything, as `du`
+    /// counts them (``RestoreSpace``).
+    public var spaceNeeded: Int64 = 0
   }
 
   /// What the first pass found about an item of the plan.
@@ -50,18 +53,11 @@ public final class BackupRestorer {
     var inode: UInt64 = 0
     /// Another name of a file restored before it (same inode number and size): a link.
     var linked = false
-    /// The bytes of data its copy writes (holes left out).
+    /// The bytes of data its copy writes (holes left out): the most the copy may write.
     var data: Int64 = 0
-  }
-
-  /// What a restore writes, estimated before it writes anything.
-  private struct Space {
-    /// Blocks of the target's filesystem.
-    var blockSize: Int64
-    var data: Int64 = 0
-    var blocks: Int64 = 0
-    var items: Int64 = 0
-    var bytes: Int64 { data + blocks * blockSize }
+    /// The blocks its attributes and symlink target take: the most the second pass may
+    /// find in its record.
+    var extraBlocks: Int64 = 0
   }
 
   /// The largest `Manifest.plist` read.
@@ -84,6 +80,8 @@ public final class BackupRestorer {
   /// The mode the new backing directory gets: as its `Documents`, made with 0755 less the
   /// umask (always usable by the user).
   private var rootMode: mode_t = 0o755
+  /// The block size of the target's filesystem.
+  private var blockSize: Int64 = 4096
 
   private let progress: BackupProgress?
   /// Where tests act as a racing user would.
@@ -205,9 +203,12 @@ public final class BackupRestorer {
       )
     }
     let space = try spaceAvailable(in: target)
-    var needed = Space(blockSize: space.blockSize)
+    blockSize = space.blockSize
+    var needed = RestoreSpace(blockSize: blockSize)
     let checked = try check(plan, database, &needed)
-    try refuseUnlessItFits(needed, space, capacity: capacity, target: target)
+    let estimate = needed.total()
+    summary.spaceNeeded = estimate.bytes
+    try refuseUnlessItFits(estimate, space, capacity: capacity, target: target)
     hooks.checked?()
 
     let staging = try StagingDirectory(for: target, purpose: "restore", verb: "restore")
@@ -235,24 +236,22 @@ public final class BackupRestorer {
   // MARK: - First pass: check, write nothing
 
   /// Reads every record and every file's bytes of the plan, checks them, decides what is
-  /// excluded and what is a hard link, and adds up what the restore will write.
-  private func check(_ plan: RestorePlan, _ database: ManifestDatabase, _ space: inout Space) throws(BackupError)
-    -> [Checked]
+  /// excluded and what is a hard link, and adds up what the restore will write
+  /// (``RestoreSpace``).
+  private func check(_ plan: RestorePlan, _ database: ManifestDatabase, _ space: inout RestoreSpace)
+    throws(BackupError) -> [Checked]
   {
     var checked: [Checked] = []
     checked.reserveCapacity(plan.items.count)
     var excludedDirectory: [[UInt8]]?
     var lastOfInode: [UInt64: Int64] = [:]
-    // The root, the layout's six directories and the parents without a row.
-    space.blocks += 7 + Int64(plan.implicitDirectories)
-    space.items += 7 + Int64(plan.implicitDirectories)
     for item in plan.items {
       if let excludedDirectory, item.components.starts(with: excludedDirectory) {
         checked.append(Checked(excluded: true))
         continue
       }
       excludedDirectory = nil
-      let record = try record(of: item, database)
+      let (record, protection) = try record(of: item, database)
       var entry = Checked(size: record.size, inode: record.inode)
       if BackupRules.exclusion(record.extendedAttributes) != nil {
         summary.excluded += 1
@@ -261,28 +260,31 @@ public final class BackupRestorer {
         checked.append(entry)
         continue
       }
+      entry.extraBlocks = Self.extraBlocks(record, protection, blockSize: space.blockSize)
       switch item.kind {
       case .directory:
-        space.blocks += 1
-        space.items += 1
+        space.addDirectory(item.components)
+        space.addAttributes(blocks: entry.extraBlocks)
       case .symlink:
-        // A target longer than fits in the inode takes a block.
-        if (record.target?.count ?? 0) > 59 { space.blocks += 1 }
-        space.items += 1
+        space.addSymlink(item.components, targetLength: record.target?.count ?? 0)
       case .file:
         if record.inode != 0, lastOfInode[record.inode] == record.size {
+          // Another name of a file counted before: its attributes are that file's.
           entry.linked = true
+          space.addLink(item.components)
         } else {
-          let source = try openContent(item)
+          let source = try openContent(item, size: record.size)
           defer { Sys.close(source) }
+          let measure: SparseCopy.Measure
           do throws(Errno) {
-            entry.data = try SparseCopy.dataBytes(source, count: record.size)
+            measure = try SparseCopy.measure(source, count: record.size, blockSize: space.blockSize)
           } catch {
             throw BackupError(
               .system, "cannot read \(backup)/\(BackupLayout.contentPath(fileID: item.row.fileID)): \(error)")
           }
-          space.data.addSaturating((entry.data + space.blockSize - 1) / space.blockSize * space.blockSize)
-          space.items += 1
+          entry.data = measure.data
+          space.addFile(item.components, data: measure)
+          space.addAttributes(blocks: entry.extraBlocks)
           if record.inode != 0 { lastOfInode[record.inode] = record.size }
         }
       }
@@ -291,8 +293,21 @@ public final class BackupRestorer {
     return checked
   }
 
+  /// The blocks an item's attributes and class, or a symlink's target, take
+  /// (``RestoreSpace``).
+  private static func extraBlocks(_ record: BackupFileRecord, _ protection: ProtectionClass?, blockSize: Int64)
+    -> Int64
+  {
+    // A restore sets no attribute on a symlink.
+    guard record.kind != .symlink else { return RestoreSpace.symlinkBlocks(targetLength: record.target?.count ?? 0) }
+    let bytes = RestoreSpace.attributeBytes(RestoreSpace.restoredAttributes(record, protection))
+    return RestoreSpace.attributeBlocks(bytes, blockSize: blockSize)
+  }
+
   /// The record of an item, decoded and checked against its row.
-  private func record(of item: RestorePlan.Item, _ database: ManifestDatabase) throws(BackupError) -> BackupFileRecord {
+  private func record(of item: RestorePlan.Item, _ database: ManifestDatabase) throws(BackupError) -> (
+    BackupFileRecord, ProtectionClass?
+  ) {
     let path = RestorePlan.text(item.row.relativePath)
     let bytes: [UInt8]
     do throws(ManifestDatabase.Failure) { bytes = try database.record(rowID: item.row.rowID) } catch {
@@ -304,15 +319,14 @@ public final class BackupRestorer {
     } catch {
       throw BackupError(.badData, "bad backup: \(path): \(error)")
     }
-    do throws(RestoreProblem) { _ = try RestorePlan.check(record) } catch {
+    do throws(RestoreProblem) { return (record, try RestorePlan.check(record)) } catch {
       throw BackupError(.badData, "bad backup: \(error)")
     }
-    return record
   }
 
   /// A file's bytes in the backup, opened without following a symlink on the way, and
-  /// checked to be a regular file of the size its record says.
-  private func openContent(_ item: RestorePlan.Item) throws(BackupError) -> Int32 {
+  /// checked to be a regular file of `size` bytes, the size its record says.
+  private func openContent(_ item: RestorePlan.Item, size: Int64) throws(BackupError) -> Int32 {
     let fileID = item.row.fileID
     let path = RestorePlan.text(item.row.relativePath)
     let fd: Int32
@@ -332,6 +346,11 @@ public final class BackupRestorer {
       }
       guard status.st_mode & S_IFMT == S_IFREG else {
         throw BackupError(.badData, "bad backup: the bytes of \(path) (\(fileID)) are not a regular file")
+      }
+      guard Int64(status.st_size) == size else {
+        throw BackupError(
+          .badData,
+          "bad or truncated backup: \(path) (\(fileID)) holds \(status.st_size) bytes, the manifest says \(size)")
       }
       return fd
     } catch {
@@ -363,11 +382,11 @@ public final class BackupRestorer {
   }
 
   private func refuseUnlessItFits(
-    _ needed: Space, _ space: (blockSize: Int64, free: Int64, inodes: Int64?), capacity: Int64?,
-    target: TargetDirectory
+    _ needed: (bytes: Int64, items: Int64), _ space: (blockSize: Int64, free: Int64, inodes: Int64?),
+    capacity: Int64?, target: TargetDirectory
   ) throws(BackupError) {
     let what =
-      "the restore needs about \(ByteCount(needed.bytes).formatted) (the files' data as the backup holds it, holes left out, and a block per directory)"
+      "the restore needs about \(ByteCount(needed.bytes).formatted) (as du will count it: the files' data as the backup holds it, holes left out, directories, attributes; docs/reference.md)"
     if let capacity, needed.bytes > capacity {
       throw BackupError(
         .badData, "\(what), more than the sandbox's capacity \(ByteCount(capacity).formatted) (--capacity)")
@@ -389,13 +408,10 @@ public final class BackupRestorer {
   // MARK: - Second pass: write
 
   private func restore(_ item: RestorePlan.Item, _ checked: Checked, _ database: ManifestDatabase) throws(BackupError) {
-    let record = try record(of: item, database)
-    let protection: ProtectionClass?
-    do throws(RestoreProblem) { protection = try RestorePlan.check(record) } catch {
-      throw BackupError(.badData, "bad backup: \(error)")
-    }
+    let (record, protection) = try record(of: item, database)
     guard record.size == checked.size, record.inode == checked.inode,
-      BackupRules.exclusion(record.extendedAttributes) == nil
+      BackupRules.exclusion(record.extendedAttributes) == nil,
+      Self.extraBlocks(record, protection, blockSize: blockSize) <= checked.extraBlocks
     else {
       throw BackupError(.badData, "bad backup: \(RestorePlan.text(record.relativePath)) changed during the restore")
     }
@@ -450,7 +466,7 @@ public final class BackupRestorer {
         throw BackupError(.system, "cannot link \(path): \(error)")
       }
     }
-    let source = try openContent(item)
+    let source = try openContent(item, size: record.size)
     defer { Sys.close(source) }
     let out: Int32
     do throws(Errno) {
@@ -463,7 +479,9 @@ public final class BackupRestorer {
     let copied: SparseCopy.Result
     do throws(Errno) {
       size = Int64(try Sys.fstat(source).st_size)
-      copied = try SparseCopy.copy(from: source, to: out, count: record.size)
+      // No more data than the first pass counted: a file that grew or had its holes
+      // filled since cannot fill the target's filesystem past the check.
+      copied = try SparseCopy.copy(from: source, to: out, count: record.size, dataLimit: checked.data)
     } catch {
       throw BackupError(.system, "cannot restore \(path): \(error)")
     }
@@ -472,8 +490,11 @@ public final class BackupRestorer {
         .badData,
         "bad or truncated backup: \(path) (\(item.row.fileID)) holds \(size) bytes, the manifest says \(record.size)")
     }
-    guard copied.covered == record.size, copied.data <= checked.data else {
-      throw BackupError(.badData, "bad backup: the bytes of \(path) (\(item.row.fileID)) changed during the restore")
+    guard !copied.overLimit, copied.covered == record.size, copied.data <= checked.data else {
+      throw BackupError(
+        .badData,
+        "bad backup: the bytes of \(path) (\(item.row.fileID)) changed during the restore (more data than the first pass counted, or fewer bytes)"
+      )
     }
     try setAttributes(out, record, protection)
     if record.inode != 0 { restoredInodes[record.inode] = (components, record.size) }
