@@ -67,6 +67,9 @@ public final class BackupRestorer {
 
   private let backup: String
   private var backupFD: Int32 = -1
+  /// Whose rights the backup is read with: its owner's, when root restores another
+  /// user's backup (``open()``); nil: the caller's.
+  private var reader: UserCredentials?
   private var buckets: [String: Int32] = [:]
   private var summary = Summary()
   private var rootFD: Int32 = -1
@@ -105,7 +108,13 @@ public final class BackupRestorer {
   /// The app domains (`AppDomain-…`) of the backup and its database.
   public func open() throws(BackupError) -> (ManifestDatabase, [String]) {
     do throws(Errno) {
-      backupFD = try Sys.open(backup, O_RDONLY | O_DIRECTORY)
+      backupFD = try Sys.open(backup, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+      let owner = try Sys.fstat(backupFD)
+      // Root reads another user's backup with that user's rights: nothing in it (a hard
+      // link to a root-only file, say) can hand root's files to the restore.
+      if Sys.effectiveUID == 0, owner.st_uid != 0 {
+        reader = UserCredentials.of(uid: owner.st_uid, gid: owner.st_gid)
+      }
     } catch  where error == .noEntry {
       throw BackupError(.unusablePath, "\(backup) does not exist")
     } catch  where error == .notDirectory {
@@ -127,7 +136,9 @@ public final class BackupRestorer {
     // (``ManifestDatabase``).
     let fd: Int32
     do throws(Errno) {
-      fd = try Sys.openat(backupFD, BackupLayout.database, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
+      fd = try asReader { () throws(Errno) in
+        try Sys.openat(backupFD, BackupLayout.database, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
+      }
     } catch  where error == .noEntry {
       throw BackupError(.badData, "\(backup) is not an iOS backup: no Manifest.db")
     } catch  where error == .tooManySymlinks {
@@ -157,7 +168,9 @@ public final class BackupRestorer {
   private func member(_ name: String, limit: Int) throws(BackupError) -> [UInt8]? {
     let fd: Int32
     do throws(Errno) {
-      fd = try Sys.openat(backupFD, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
+      fd = try asReader { () throws(Errno) in
+        try Sys.openat(backupFD, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
+      }
     } catch  where error == .noEntry {
       return nil
     } catch {
@@ -332,7 +345,9 @@ public final class BackupRestorer {
     let fd: Int32
     do throws(Errno) {
       let bucket = try bucketFD(String(fileID.prefix(2)))
-      fd = try Sys.openat(bucket, fileID, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
+      fd = try asReader { () throws(Errno) in
+        try Sys.openat(bucket, fileID, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
+      }
     } catch  where error == .tooManySymlinks || error == .notDirectory {
       throw BackupError(
         .badData, "bad backup: the bytes of \(path) (\(fileID)) are behind a symlink, not in the backup")
@@ -361,9 +376,19 @@ public final class BackupRestorer {
 
   private func bucketFD(_ name: String) throws(Errno) -> Int32 {
     if let fd = buckets[name] { return fd }
-    let fd = try Sys.openat(backupFD, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+    let fd = try asReader { () throws(Errno) in
+      try Sys.openat(backupFD, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+    }
     buckets[name] = fd
     return fd
+  }
+
+  /// Runs `body` (an open in the backup) with the backup's owner's filesystem credentials
+  /// when root reads another user's backup, else as it is. What is read is then read
+  /// through the descriptors opened.
+  private func asReader<R>(_ body: () throws(Errno) -> R) throws(Errno) -> R {
+    guard let reader else { return try body() }
+    return try reader.asFilesystemUser(body)
   }
 
   /// The free space and inodes of the filesystem the target goes on.
@@ -628,12 +653,16 @@ public final class BackupRestorer {
   /// The sandbox's fixed directories (Caches and tmp empty) and its default class.
   private func makeLayout() throws(BackupError) {
     do throws(Errno) {
-      for path in [
-        "Documents", "Library", "Library/Application Support", "Library/Preferences", "Library/Caches", "tmp",
+      // One component at a time, each through its parent's descriptor.
+      let library = try makeDirectory(rootFD, Array("Library".utf8CString), mode: 0o755, existing: false)
+      defer { Sys.close(library) }
+      for (parent, name) in [
+        (rootFD, "Documents"), (library, "Application Support"), (library, "Preferences"), (library, "Caches"),
+        (rootFD, "tmp"),
       ] {
-        let fd = try makeDirectory(rootFD, Array(path.utf8CString), mode: 0o755, existing: false)
+        let fd = try makeDirectory(parent, Array(name.utf8CString), mode: 0o755, existing: false)
         defer { Sys.close(fd) }
-        if path == "Documents" { rootMode = mode_t(try Sys.fstat(fd).st_mode & 0o777) }
+        if name == "Documents" { rootMode = mode_t(try Sys.fstat(fd).st_mode & 0o777) }
       }
       try Xattr.set(
         rootFD, name: DefaultProtection.attributeName, value: Array(ProtectionClass.containerDefault.name.utf8))

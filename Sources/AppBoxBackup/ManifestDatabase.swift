@@ -105,6 +105,9 @@ public final class ManifestDatabase {
         throw Failure(description: "prepare insert: \(message)")
       }
     }
+    guard relativePath.count <= Int(Int32.max), file.count <= Int(Int32.max) else {
+      throw Failure(description: "insert \(fileID): a path or record too large for SQLite")
+    }
     let statement = insertStatement
     sqlite3_reset(statement)
     sqlite3_bind_text(statement, 1, fileID, -1, csqlite_transient())

@@ -22,14 +22,19 @@ struct BackupOwnerTests {
     try Sys.chmod(scratch.path, 0o755)
     let sandbox = try scratch.sandbox()
     try Scratch.write(sandbox + "/Documents/mine", Array("the owner's".utf8), mode: 0o600)
-    var pending = [sandbox]
+    try giveAway(sandbox)
+    return sandbox
+  }
+
+  /// Makes everything under `root` uid 65534's.
+  static func giveAway(_ root: String) throws {
+    var pending = [root]
     while let path = pending.popLast() {
-      guard chown(path, 65534, 65534) == 0 else { throw Errno.current }
+      guard lchown(path, 65534, 65534) == 0 else { throw Errno.current }
       if try Scratch.status(path).st_mode & S_IFMT == S_IFDIR {
         pending += try Scratch.names(path).map { path + "/" + $0 }
       }
     }
-    return sandbox
   }
 
   static func backUp(_ backing: String, to target: String) throws -> BackupReport {
@@ -98,5 +103,38 @@ struct BackupOwnerTests {
     #expect(root.groups.contains(0))
     let unknown = UserCredentials.of(uid: 4_000_123, gid: 4_000_123)
     #expect(unknown.groups == [4_000_123])
+  }
+
+  @Test(
+    "root restores another user's backup with that user's rights: their files restore, a root-only file among them is refused"
+  )
+  func restoreAsBackupOwner() throws {
+    let scratch = try Scratch()
+    try Sys.chmod(scratch.path, 0o755)
+    let backup = try ForgedBackup(at: scratch("backup"))
+    try backup.add("Documents/theirs", .file, bytes: Array("theirs".utf8))
+    try backup.add("Documents/planted", .file, bytes: Array("ROOT-ONLY".utf8))
+    try backup.finish()
+    try Self.giveAway(scratch("backup"))
+    // The bytes of one file replaced by a root-only file (what a hard link to one would be).
+    let planted = backup.contentPath("Documents/planted")
+    try Sys.unlink(planted)
+    try Scratch.write(planted, Array("ROOT-ONLY".utf8), mode: 0o600)
+    try Sys.mkdir(scratch("out"), 0o755)
+    #expect {
+      try ForgedBackup.restore(scratch("backup"), into: scratch("out/restored"))
+    } throws: { error in
+      let error = error as? BackupError
+      return error?.kind == .badData && error?.message.contains("Documents/planted") == true
+        && error?.message.contains("ermission denied") == true
+    }
+    #expect(try Scratch.names(scratch("out")).isEmpty)
+    // With those bytes the owner's, the backup restores (as root's files).
+    try Sys.unlink(planted)
+    try Scratch.write(planted, Array("ROOT-ONLY".utf8), mode: 0o600)
+    try Self.giveAway(planted)
+    let summary = try ForgedBackup.restore(scratch("backup"), into: scratch("out/restored"))
+    #expect(summary.files == 2)
+    #expect(try Scratch.status(scratch("out/restored/Documents/theirs")).st_uid == 0)
   }
 }
