@@ -11,6 +11,9 @@ public struct BackupError: Error, Equatable, CustomStringConvertible {
     case badData
     /// A path is missing, not a directory, not empty, or cannot be used.
     case unusablePath
+    /// Not the caller's to read: another user's sandbox whose backing directory is not
+    /// theirs, or is reached through a symlink.
+    case notPermitted
     /// A system call failed, or the target's filesystem has not the room.
     case system
   }

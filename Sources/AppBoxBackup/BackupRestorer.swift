@@ -39,6 +39,9 @@ public final class BackupRestorer {
     public var excluded = 0
     /// Items whose set-user-ID or set-group-ID bit was dropped.
     public var setIDDropped = 0
+    /// The bytes the restore was estimated to take before it wrote anything, as `du`
+    /// counts them (``RestoreSpace``).
+    public var spaceNeeded: Int64 = 0
   }
 
   /// What the first pass found about an item of the plan.
@@ -50,18 +53,11 @@ public final class BackupRestorer {
     var inode: UInt64 = 0
     /// Another name of a file restored before it (same inode number and size): a link.
     var linked = false
-    /// The bytes of data its copy writes (holes left out).
+    /// The bytes of data its copy writes (holes left out): the most the copy may write.
     var data: Int64 = 0
-  }
-
-  /// What a restore writes, estimated before it writes anything.
-  private struct Space {
-    /// Blocks of the target's filesystem.
-    var blockSize: Int64
-    var data: Int64 = 0
-    var blocks: Int64 = 0
-    var items: Int64 = 0
-    var bytes: Int64 { data + blocks * blockSize }
+    /// The blocks its attributes and symlink target take: the most the second pass may
+    /// find in its record.
+    var extraBlocks: Int64 = 0
   }
 
   /// The largest `Manifest.plist` read.
@@ -71,6 +67,9 @@ public final class BackupRestorer {
 
   private let backup: String
   private var backupFD: Int32 = -1
+  /// Whose rights the backup is read with: its owner's, when root restores another
+  /// user's backup (``open()``); nil: the caller's.
+  private var reader: UserCredentials?
   private var buckets: [String: Int32] = [:]
   private var summary = Summary()
   private var rootFD: Int32 = -1
@@ -84,8 +83,12 @@ public final class BackupRestorer {
   /// The mode the new backing directory gets: as its `Documents`, made with 0755 less the
   /// umask (always usable by the user).
   private var rootMode: mode_t = 0o755
+  /// The block size of the target's filesystem.
+  private var blockSize: Int64 = 4096
 
   private let progress: BackupProgress?
+  /// Where tests act as a racing user would.
+  var hooks = EngineHooks()
 
   /// A restorer reading the backup directory `backup`; `progress` is told the items and
   /// bytes restored so far, now and then.
@@ -105,7 +108,13 @@ public final class BackupRestorer {
   /// The app domains (`AppDomain-…`) of the backup and its database.
   public func open() throws(BackupError) -> (ManifestDatabase, [String]) {
     do throws(Errno) {
-      backupFD = try Sys.open(backup, O_RDONLY | O_DIRECTORY)
+      backupFD = try Sys.open(backup, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+      let owner = try Sys.fstat(backupFD)
+      // Root reads another user's backup with that user's rights: nothing in it (a hard
+      // link to a root-only file, say) can hand root's files to the restore.
+      if Sys.effectiveUID == 0, owner.st_uid != 0 {
+        reader = UserCredentials.of(uid: owner.st_uid, gid: owner.st_gid)
+      }
     } catch  where error == .noEntry {
       throw BackupError(.unusablePath, "\(backup) does not exist")
     } catch  where error == .notDirectory {
@@ -123,19 +132,32 @@ public final class BackupRestorer {
     if encrypted {
       throw BackupError(.badData, "\(backup) is encrypted: AppBox restores unencrypted backups only")
     }
-    let status: stat
+    // Opened here, without following a symlink, and checked; SQLite reads this very file
+    // (``ManifestDatabase``).
+    let fd: Int32
     do throws(Errno) {
-      status = try Sys.fstatat(backupFD, "Manifest.db", AT_SYMLINK_NOFOLLOW)
+      fd = try asReader { () throws(Errno) in
+        try Sys.openat(backupFD, BackupLayout.database, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
+      }
     } catch  where error == .noEntry {
       throw BackupError(.badData, "\(backup) is not an iOS backup: no Manifest.db")
+    } catch  where error == .tooManySymlinks {
+      throw BackupError(.badData, "\(backup)/Manifest.db is a symlink, not a file of the backup")
     } catch {
+      throw BackupError(.unusablePath, "cannot open \(backup)/Manifest.db: \(error)")
+    }
+    let status: stat
+    do throws(Errno) { status = try Sys.fstat(fd) } catch {
+      Sys.close(fd)
       throw BackupError(.unusablePath, "cannot look at \(backup)/Manifest.db: \(error)")
     }
     guard status.st_mode & S_IFMT == S_IFREG else {
+      Sys.close(fd)
       throw BackupError(.badData, "\(backup)/Manifest.db is not a file")
     }
+    defer { Sys.close(fd) }
     do throws(ManifestDatabase.Failure) {
-      let database = try ManifestDatabase(path: backup + "/Manifest.db", create: false)
+      let database = try ManifestDatabase(reading: fd, displayPath: backup + "/Manifest.db")
       return (database, try database.domains().filter { BackupRules.bundleID(ofDomain: $0) != nil })
     } catch {
       throw BackupError(.badData, "\(backup)/Manifest.db: \(error)")
@@ -146,7 +168,9 @@ public final class BackupRestorer {
   private func member(_ name: String, limit: Int) throws(BackupError) -> [UInt8]? {
     let fd: Int32
     do throws(Errno) {
-      fd = try Sys.openat(backupFD, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
+      fd = try asReader { () throws(Errno) in
+        try Sys.openat(backupFD, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
+      }
     } catch  where error == .noEntry {
       return nil
     } catch {
@@ -192,12 +216,17 @@ public final class BackupRestorer {
       )
     }
     let space = try spaceAvailable(in: target)
-    var needed = Space(blockSize: space.blockSize)
+    blockSize = space.blockSize
+    var needed = RestoreSpace(blockSize: blockSize)
     let checked = try check(plan, database, &needed)
-    try refuseUnlessItFits(needed, space, capacity: capacity, target: target)
+    let estimate = needed.total()
+    summary.spaceNeeded = estimate.bytes
+    try refuseUnlessItFits(estimate, space, capacity: capacity, target: target)
+    hooks.checked?()
 
     let staging = try StagingDirectory(for: target, purpose: "restore", verb: "restore")
     rootFD = staging.fd
+    hooks.stagingMade?(staging.path)
     do throws(BackupError) {
       try makeLayout()
       for (index, item) in plan.items.enumerated() where !checked[index].excluded {
@@ -220,24 +249,22 @@ public final class BackupRestorer {
   // MARK: - First pass: check, write nothing
 
   /// Reads every record and every file's bytes of the plan, checks them, decides what is
-  /// excluded and what is a hard link, and adds up what the restore will write.
-  private func check(_ plan: RestorePlan, _ database: ManifestDatabase, _ space: inout Space) throws(BackupError)
-    -> [Checked]
+  /// excluded and what is a hard link, and adds up what the restore will write
+  /// (``RestoreSpace``).
+  private func check(_ plan: RestorePlan, _ database: ManifestDatabase, _ space: inout RestoreSpace)
+    throws(BackupError) -> [Checked]
   {
     var checked: [Checked] = []
     checked.reserveCapacity(plan.items.count)
     var excludedDirectory: [[UInt8]]?
     var lastOfInode: [UInt64: Int64] = [:]
-    // The root, the layout's six directories and the parents without a row.
-    space.blocks += 7 + Int64(plan.implicitDirectories)
-    space.items += 7 + Int64(plan.implicitDirectories)
     for item in plan.items {
       if let excludedDirectory, item.components.starts(with: excludedDirectory) {
         checked.append(Checked(excluded: true))
         continue
       }
       excludedDirectory = nil
-      let record = try record(of: item, database)
+      let (record, protection) = try record(of: item, database)
       var entry = Checked(size: record.size, inode: record.inode)
       if BackupRules.exclusion(record.extendedAttributes) != nil {
         summary.excluded += 1
@@ -246,28 +273,31 @@ public final class BackupRestorer {
         checked.append(entry)
         continue
       }
+      entry.extraBlocks = Self.extraBlocks(record, protection, blockSize: space.blockSize)
       switch item.kind {
       case .directory:
-        space.blocks += 1
-        space.items += 1
+        space.addDirectory(item.components)
+        space.addAttributes(blocks: entry.extraBlocks)
       case .symlink:
-        // A target longer than fits in the inode takes a block.
-        if (record.target?.count ?? 0) > 59 { space.blocks += 1 }
-        space.items += 1
+        space.addSymlink(item.components, targetLength: record.target?.count ?? 0)
       case .file:
         if record.inode != 0, lastOfInode[record.inode] == record.size {
+          // Another name of a file counted before: its attributes are that file's.
           entry.linked = true
+          space.addLink(item.components)
         } else {
-          let source = try openContent(item)
+          let source = try openContent(item, size: record.size)
           defer { Sys.close(source) }
+          let measure: SparseCopy.Measure
           do throws(Errno) {
-            entry.data = try SparseCopy.dataBytes(source, count: record.size)
+            measure = try SparseCopy.measure(source, count: record.size, blockSize: space.blockSize)
           } catch {
             throw BackupError(
               .system, "cannot read \(backup)/\(BackupLayout.contentPath(fileID: item.row.fileID)): \(error)")
           }
-          space.data.addSaturating((entry.data + space.blockSize - 1) / space.blockSize * space.blockSize)
-          space.items += 1
+          entry.data = measure.data
+          space.addFile(item.components, data: measure)
+          space.addAttributes(blocks: entry.extraBlocks)
           if record.inode != 0 { lastOfInode[record.inode] = record.size }
         }
       }
@@ -276,8 +306,21 @@ public final class BackupRestorer {
     return checked
   }
 
+  /// The blocks an item's attributes and class, or a symlink's target, take
+  /// (``RestoreSpace``).
+  private static func extraBlocks(_ record: BackupFileRecord, _ protection: ProtectionClass?, blockSize: Int64)
+    -> Int64
+  {
+    // A restore sets no attribute on a symlink.
+    guard record.kind != .symlink else { return RestoreSpace.symlinkBlocks(targetLength: record.target?.count ?? 0) }
+    let bytes = RestoreSpace.attributeBytes(RestoreSpace.restoredAttributes(record, protection))
+    return RestoreSpace.attributeBlocks(bytes, blockSize: blockSize)
+  }
+
   /// The record of an item, decoded and checked against its row.
-  private func record(of item: RestorePlan.Item, _ database: ManifestDatabase) throws(BackupError) -> BackupFileRecord {
+  private func record(of item: RestorePlan.Item, _ database: ManifestDatabase) throws(BackupError) -> (
+    BackupFileRecord, ProtectionClass?
+  ) {
     let path = RestorePlan.text(item.row.relativePath)
     let bytes: [UInt8]
     do throws(ManifestDatabase.Failure) { bytes = try database.record(rowID: item.row.rowID) } catch {
@@ -289,21 +332,22 @@ public final class BackupRestorer {
     } catch {
       throw BackupError(.badData, "bad backup: \(path): \(error)")
     }
-    do throws(RestoreProblem) { _ = try RestorePlan.check(record) } catch {
+    do throws(RestoreProblem) { return (record, try RestorePlan.check(record)) } catch {
       throw BackupError(.badData, "bad backup: \(error)")
     }
-    return record
   }
 
   /// A file's bytes in the backup, opened without following a symlink on the way, and
-  /// checked to be a regular file of the size its record says.
-  private func openContent(_ item: RestorePlan.Item) throws(BackupError) -> Int32 {
+  /// checked to be a regular file of `size` bytes, the size its record says.
+  private func openContent(_ item: RestorePlan.Item, size: Int64) throws(BackupError) -> Int32 {
     let fileID = item.row.fileID
     let path = RestorePlan.text(item.row.relativePath)
     let fd: Int32
     do throws(Errno) {
       let bucket = try bucketFD(String(fileID.prefix(2)))
-      fd = try Sys.openat(bucket, fileID, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
+      fd = try asReader { () throws(Errno) in
+        try Sys.openat(bucket, fileID, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
+      }
     } catch  where error == .tooManySymlinks || error == .notDirectory {
       throw BackupError(
         .badData, "bad backup: the bytes of \(path) (\(fileID)) are behind a symlink, not in the backup")
@@ -318,6 +362,11 @@ public final class BackupRestorer {
       guard status.st_mode & S_IFMT == S_IFREG else {
         throw BackupError(.badData, "bad backup: the bytes of \(path) (\(fileID)) are not a regular file")
       }
+      guard Int64(status.st_size) == size else {
+        throw BackupError(
+          .badData,
+          "bad or truncated backup: \(path) (\(fileID)) holds \(status.st_size) bytes, the manifest says \(size)")
+      }
       return fd
     } catch {
       Sys.close(fd)
@@ -327,9 +376,19 @@ public final class BackupRestorer {
 
   private func bucketFD(_ name: String) throws(Errno) -> Int32 {
     if let fd = buckets[name] { return fd }
-    let fd = try Sys.openat(backupFD, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+    let fd = try asReader { () throws(Errno) in
+      try Sys.openat(backupFD, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+    }
     buckets[name] = fd
     return fd
+  }
+
+  /// Runs `body` (an open in the backup) with the backup's owner's filesystem credentials
+  /// when root reads another user's backup, else as it is. What is read is then read
+  /// through the descriptors opened.
+  private func asReader<R>(_ body: () throws(Errno) -> R) throws(Errno) -> R {
+    guard let reader else { return try body() }
+    return try reader.asFilesystemUser(body)
   }
 
   /// The free space and inodes of the filesystem the target goes on.
@@ -337,9 +396,7 @@ public final class BackupRestorer {
     blockSize: Int64, free: Int64, inodes: Int64?
   ) {
     do throws(Errno) {
-      let fd = try Sys.open(target.parent, O_RDONLY | O_DIRECTORY)
-      defer { Sys.close(fd) }
-      let st = try Sys.fstatvfs(fd)
+      let st = try Sys.fstatvfs(target.parentFD)
       let blockSize = max(Int64(st.f_frsize), 512)
       let free = Int64(clamping: UInt64(st.f_bavail).multipliedReportingOverflow(by: UInt64(st.f_frsize)).partialValue)
       // A filesystem that reports no inode total has no inode limit.
@@ -350,11 +407,11 @@ public final class BackupRestorer {
   }
 
   private func refuseUnlessItFits(
-    _ needed: Space, _ space: (blockSize: Int64, free: Int64, inodes: Int64?), capacity: Int64?,
-    target: TargetDirectory
+    _ needed: (bytes: Int64, items: Int64), _ space: (blockSize: Int64, free: Int64, inodes: Int64?),
+    capacity: Int64?, target: TargetDirectory
   ) throws(BackupError) {
     let what =
-      "the restore needs about \(ByteCount(needed.bytes).formatted) (the files' data as the backup holds it, holes left out, and a block per directory)"
+      "the restore needs about \(ByteCount(needed.bytes).formatted) (as du will count it: the files' data as the backup holds it, holes left out, directories, attributes; docs/reference.md)"
     if let capacity, needed.bytes > capacity {
       throw BackupError(
         .badData, "\(what), more than the sandbox's capacity \(ByteCount(capacity).formatted) (--capacity)")
@@ -376,13 +433,10 @@ public final class BackupRestorer {
   // MARK: - Second pass: write
 
   private func restore(_ item: RestorePlan.Item, _ checked: Checked, _ database: ManifestDatabase) throws(BackupError) {
-    let record = try record(of: item, database)
-    let protection: ProtectionClass?
-    do throws(RestoreProblem) { protection = try RestorePlan.check(record) } catch {
-      throw BackupError(.badData, "bad backup: \(error)")
-    }
+    let (record, protection) = try record(of: item, database)
     guard record.size == checked.size, record.inode == checked.inode,
-      BackupRules.exclusion(record.extendedAttributes) == nil
+      BackupRules.exclusion(record.extendedAttributes) == nil,
+      Self.extraBlocks(record, protection, blockSize: blockSize) <= checked.extraBlocks
     else {
       throw BackupError(.badData, "bad backup: \(RestorePlan.text(record.relativePath)) changed during the restore")
     }
@@ -437,7 +491,7 @@ public final class BackupRestorer {
         throw BackupError(.system, "cannot link \(path): \(error)")
       }
     }
-    let source = try openContent(item)
+    let source = try openContent(item, size: record.size)
     defer { Sys.close(source) }
     let out: Int32
     do throws(Errno) {
@@ -450,7 +504,9 @@ public final class BackupRestorer {
     let copied: SparseCopy.Result
     do throws(Errno) {
       size = Int64(try Sys.fstat(source).st_size)
-      copied = try SparseCopy.copy(from: source, to: out, count: record.size)
+      // No more data than the first pass counted: a file that grew or had its holes
+      // filled since cannot fill the target's filesystem past the check.
+      copied = try SparseCopy.copy(from: source, to: out, count: record.size, dataLimit: checked.data)
     } catch {
       throw BackupError(.system, "cannot restore \(path): \(error)")
     }
@@ -459,8 +515,11 @@ public final class BackupRestorer {
         .badData,
         "bad or truncated backup: \(path) (\(item.row.fileID)) holds \(size) bytes, the manifest says \(record.size)")
     }
-    guard copied.covered == record.size, copied.data <= checked.data else {
-      throw BackupError(.badData, "bad backup: the bytes of \(path) (\(item.row.fileID)) changed during the restore")
+    guard !copied.overLimit, copied.covered == record.size, copied.data <= checked.data else {
+      throw BackupError(
+        .badData,
+        "bad backup: the bytes of \(path) (\(item.row.fileID)) changed during the restore (more data than the first pass counted, or fewer bytes)"
+      )
     }
     try setAttributes(out, record, protection)
     if record.inode != 0 { restoredInodes[record.inode] = (components, record.size) }
@@ -594,12 +653,16 @@ public final class BackupRestorer {
   /// The sandbox's fixed directories (Caches and tmp empty) and its default class.
   private func makeLayout() throws(BackupError) {
     do throws(Errno) {
-      for path in [
-        "Documents", "Library", "Library/Application Support", "Library/Preferences", "Library/Caches", "tmp",
+      // One component at a time, each through its parent's descriptor.
+      let library = try makeDirectory(rootFD, Array("Library".utf8CString), mode: 0o755, existing: false)
+      defer { Sys.close(library) }
+      for (parent, name) in [
+        (rootFD, "Documents"), (library, "Application Support"), (library, "Preferences"), (library, "Caches"),
+        (rootFD, "tmp"),
       ] {
-        let fd = try makeDirectory(rootFD, Array(path.utf8CString), mode: 0o755, existing: false)
+        let fd = try makeDirectory(parent, Array(name.utf8CString), mode: 0o755, existing: false)
         defer { Sys.close(fd) }
-        if path == "Documents" { rootMode = mode_t(try Sys.fstat(fd).st_mode & 0o777) }
+        if name == "Documents" { rootMode = mode_t(try Sys.fstat(fd).st_mode & 0o777) }
       }
       try Xattr.set(
         rootFD, name: DefaultProtection.attributeName, value: Array(ProtectionClass.containerDefault.name.utf8))

@@ -26,14 +26,23 @@ public typealias BackupProgress = (_ items: Int, _ bytes: Int64) -> Void
 public final class BackupWriter {
 
   private let backing: String
+  /// The sandbox's owner, when it is another user's: what is read is read with their
+  /// rights (``init(backing:owner:bundleID:dryRun:progress:)``).
+  private let owner: UserCredentials?
   private let bundleID: String
   private let domain: String
   private let dryRun: Bool
   private let progress: BackupProgress?
+  /// Where tests act as a racing user would.
+  var hooks = EngineHooks()
   private var rootDefault = ProtectionClass.containerDefault
   private var report = BackupReport()
 
   private var database: ManifestDatabase?
+  /// The status of `Manifest.db` when it was made, to know it again.
+  private var databaseFile: stat?
+  /// The rows inserted into `Manifest.db`.
+  private var rowsWritten: Int64 = 0
   private var staging: StagingDirectory?
   private var outFD: Int32 { staging?.fd ?? -1 }
   private var buckets: [String: Int32] = [:]
@@ -50,8 +59,18 @@ public final class BackupWriter {
 
   /// A writer for the backing directory `backing`, of the app `bundleID`; a dry run only
   /// counts. `progress` is told the items and bytes so far, now and then.
-  public init(backing: String, bundleID: String, dryRun: Bool, progress: BackupProgress? = nil) {
+  /// - Parameter owner: the user whose sandbox it is, when that is not the caller (root
+  ///   backing up another user's mount, whose daemon named `backing`): `backing` must be
+  ///   an absolute path without symlinks to a directory of that user's, and everything in
+  ///   the sandbox is looked up, opened and read with that user's filesystem credentials
+  ///   (docs/reference.md, "Trust model of backup and restore"). nil: the caller's own
+  ///   sandbox, or one the caller named; `backing` is opened as it is, with the caller's
+  ///   rights.
+  public init(
+    backing: String, owner: UserCredentials? = nil, bundleID: String, dryRun: Bool, progress: BackupProgress? = nil
+  ) {
     self.backing = backing
+    self.owner = owner
     self.bundleID = bundleID
     self.domain = BackupRules.domain(bundleID: bundleID)
     self.dryRun = dryRun
@@ -65,28 +84,29 @@ public final class BackupWriter {
   /// Walks the sandbox and, unless a dry run, writes the backup into `destination` (made
   /// in a staging directory beside it, renamed into place when complete).
   public func run(destination: TargetDirectory?) throws(BackupError) -> BackupReport {
-    let rootFD: Int32
-    do throws(Errno) {
-      rootFD = try Sys.openat(AT_FDCWD, backing, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-    } catch {
-      throw BackupError(.unusablePath, "cannot open the backing directory \(backing): \(error)")
-    }
+    let rootFD = try asOwner { () throws(BackupError) in try openBacking() }
     defer { Sys.close(rootFD) }
-    do throws(Errno) {
-      rootDefault = try DefaultProtection.recorded(rootFD: rootFD) ?? .containerDefault
-    } catch {
-      throw BackupError(.system, "cannot read \(backing)'s default class: \(error)")
+    rootDefault = try asOwner { () throws(BackupError) in
+      do throws(Errno) {
+        return try DefaultProtection.recorded(rootFD: rootFD) ?? .containerDefault
+      } catch {
+        throw BackupError(.system, "cannot read \(backing)'s default class: \(error)")
+      }
     }
     // A tree deeper than the descriptor limit would fail half-way.
     ResourceLimits.raiseOpenFiles()
     if let destination {
-      staging = try StagingDirectory(for: destination, purpose: "backup", verb: "back up")
+      let made = try StagingDirectory(for: destination, purpose: "backup", verb: "back up")
+      staging = made
+      hooks.stagingMade?(made.path)
     }
     do throws(BackupError) {
-      if let staging { database = try Self.createDatabase(in: staging) }
+      if let staging { database = try createDatabase(in: staging) }
       try walk(rootFD)
       if let staging {
         try finishDatabase()
+        hooks.databaseWritten?(staging.path)
+        try checkDatabase(in: staging)
         try writePlists()
         try staging.commit()
       }
@@ -97,21 +117,77 @@ public final class BackupWriter {
     return report
   }
 
+  // MARK: - Source
+
+  /// The backing directory, opened. The caller's own is opened as its path names it. Another
+  /// user's (`owner`) is opened one component at a time from `/` without following a
+  /// symlink (a backing directory replaced by a symlink, or a path through one, is
+  /// refused), and must be a directory that user owns: the daemon that named it is theirs,
+  /// and could name anything.
+  private func openBacking() throws(BackupError) -> Int32 {
+    guard let owner else {
+      do throws(Errno) {
+        return try Sys.openat(AT_FDCWD, backing, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+      } catch {
+        throw BackupError(.unusablePath, "cannot open the backing directory \(backing): \(error)")
+      }
+    }
+    let whose = "uid \(owner.uid)'s sandbox"
+    let fd: Int32
+    do throws(Errno) {
+      fd = try Directory.openWithoutSymlinks(backing)
+    } catch  where error == .tooManySymlinks || error == .notDirectory || error == .invalidArgument {
+      throw BackupError(
+        .notPermitted,
+        "the backing directory \(backing) of \(whose) is not a directory reached without symlinks: not backed up")
+    } catch  where error == .accessDenied {
+      throw BackupError(
+        .notPermitted, "the backing directory \(backing) of \(whose) is not open to that user: not backed up")
+    } catch {
+      throw BackupError(.unusablePath, "cannot open the backing directory \(backing) of \(whose): \(error)")
+    }
+    let status: stat
+    do throws(Errno) { status = try Sys.fstat(fd) } catch {
+      Sys.close(fd)
+      throw BackupError(.system, "cannot look at the backing directory \(backing): \(error)")
+    }
+    guard status.st_uid == owner.uid else {
+      Sys.close(fd)
+      throw BackupError(
+        .notPermitted,
+        "the backing directory \(backing) of \(whose) belongs to uid \(status.st_uid), not to the sandbox's owner: not backed up"
+      )
+    }
+    return fd
+  }
+
+  /// Runs `body` with the thread's filesystem credentials of the sandbox's owner when the
+  /// sandbox is another user's (everything that looks up, opens or reads in it), else as
+  /// it is.
+  private func asOwner<R>(_ body: () throws(BackupError) -> R) throws(BackupError) -> R {
+    guard let owner else { return try body() }
+    var outcome: Result<R, BackupError>?
+    do throws(Errno) {
+      try owner.asFilesystemUser { () throws(Errno) in
+        do throws(BackupError) { outcome = .success(try body()) } catch { outcome = .failure(error) }
+      }
+    } catch {
+      throw BackupError(.system, "cannot take uid \(owner.uid)'s filesystem credentials to read the sandbox: \(error)")
+    }
+    guard let outcome else { throw BackupError(.system, "uid \(owner.uid)'s sandbox was not read") }
+    return try outcome.get()
+  }
+
   // MARK: - Destination
 
-  /// `Manifest.db` in the staging directory, made with mode 0600 before SQLite opens it
-  /// (SQLite would make it 0644 less the umask).
-  private static func createDatabase(in staging: StagingDirectory) throws(BackupError) -> ManifestDatabase {
-    do throws(Errno) {
-      let fd = try Sys.openat(
-        staging.fd, BackupLayout.database, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
-      defer { Sys.close(fd) }
-      try Sys.fchmod(fd, 0o600)
-    } catch {
-      throw BackupError(.system, "cannot create \(staging.path)/Manifest.db: \(error)")
-    }
+  /// `Manifest.db` in the staging directory, mode 0600, opened by SQLite through the
+  /// staging directory's descriptor (``ManifestDatabase``), never by path.
+  private func createDatabase(in staging: StagingDirectory) throws(BackupError) -> ManifestDatabase {
     do throws(ManifestDatabase.Failure) {
-      return try ManifestDatabase(path: staging.path + "/Manifest.db", create: true)
+      let database = try ManifestDatabase(
+        creating: BackupLayout.database, in: staging.fd, displayPath: "\(staging.path)/\(BackupLayout.database)")
+      databaseFile = database.created
+      return database
     } catch {
       throw BackupError(.system, error.description)
     }
@@ -123,6 +199,41 @@ public final class BackupWriter {
       database = nil
     } catch {
       throw BackupError(.system, error.description)
+    }
+  }
+
+  /// Reads the committed `Manifest.db` back, as a restore will: it must be the file made
+  /// (not one renamed into its place) and hold every row written, all of the app's
+  /// domain. A backup that fails this is not reported as made.
+  private func checkDatabase(in staging: StagingDirectory) throws(BackupError) {
+    let what = "\(staging.path)/\(BackupLayout.database)"
+    let fd: Int32
+    let status: stat
+    do throws(Errno) {
+      fd = try Sys.openat(staging.fd, BackupLayout.database, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
+      do throws(Errno) { status = try Sys.fstat(fd) } catch {
+        Sys.close(fd)
+        throw error
+      }
+    } catch {
+      throw BackupError(.system, "cannot read \(what) back: \(error)")
+    }
+    guard let made = databaseFile, status.st_dev == made.st_dev, status.st_ino == made.st_ino else {
+      Sys.close(fd)
+      throw BackupError(.system, "\(what) is not the file the backup wrote: the backup is not kept")
+    }
+    defer { Sys.close(fd) }
+    let counts: (all: Int64, domain: Int64)
+    do throws(ManifestDatabase.Failure) {
+      counts = try ManifestDatabase(reading: fd, displayPath: what).rowCounts(domain: domain)
+    } catch {
+      throw BackupError(.system, "\(what) cannot be read back (\(error)): the backup is not kept")
+    }
+    guard counts.all == rowsWritten, counts.domain == rowsWritten else {
+      throw BackupError(
+        .system,
+        "\(what) holds \(counts.all) rows (\(counts.domain) of \(domain)), not the \(rowsWritten) written: the backup is not kept"
+      )
     }
   }
 
@@ -139,7 +250,7 @@ public final class BackupWriter {
   /// Walks the tree below `rootFD` with a stack of open directories (no recursion: a
   /// deep tree cannot exhaust the thread's stack).
   private func walk(_ rootFD: Int32) throws(BackupError) {
-    var stack = [try level(rootFD, components: [])]
+    var stack = [try asOwner { () throws(BackupError) in try level(rootFD, components: []) }]
     while let top = stack.indices.last {
       guard stack[top].next < stack[top].names.count else {
         stack.removeLast()
@@ -153,12 +264,12 @@ public final class BackupWriter {
       switch scope {
       case .outside: continue
       case .caches, .tmp:
-        let (files, bytes) = try measure(directoryFD, name, path)
+        let (files, bytes) = try asOwner { () throws(BackupError) in try measure(directoryFD, name, path) }
         report.addNotBackedUp(scope, files: files, bytes: bytes)
       case .backedUp:
         if let directory = try item(directoryFD, name, path) {
           defer { Sys.close(directory) }
-          stack.append(try level(directory, components: path))
+          stack.append(try asOwner { () throws(BackupError) in try level(directory, components: path) })
         }
       }
     }
@@ -225,9 +336,25 @@ public final class BackupWriter {
     }
   }
 
-  /// Backs up (or counts) one item of the backed-up scope.
-  /// - Returns: a directory's descriptor, to walk it (the caller closes it).
-  private func item(_ directoryFD: Int32, _ name: [CChar], _ path: [[UInt8]]) throws(BackupError) -> Int32? {
+  /// An item of the backed-up scope as the walk finds it in the sandbox: open, with its
+  /// status and attributes (and a symlink's target).
+  private struct Found {
+    var fd: Int32
+    var kind: BackupFileRecord.Kind
+    /// Its status before and just after it was opened.
+    var looked: stat
+    var opened: stat
+    var attributes: [(name: [UInt8], value: [UInt8])]
+    var protection: ProtectionClass
+    var target: [UInt8]?
+  }
+
+  /// Finds one item of the backed-up scope in the sandbox (under the owner's credentials,
+  /// when the sandbox is another user's), and counts what exclusion leaves out.
+  /// - Returns: nil for an item that is not backed up: removed meanwhile, replaced by
+  ///   something else between the look and the open, not app data (a socket, a FIFO, a
+  ///   device), nested too deep, or excluded (and counted).
+  private func find(_ directoryFD: Int32, _ name: [CChar], _ path: [[UInt8]]) throws(BackupError) -> Found? {
     guard path.count <= RestorePlan.maximumDepth else {
       report.tooDeep.append(BackupReportPath.join(path))  // a restore would refuse the backup
       return nil
@@ -259,8 +386,8 @@ public final class BackupWriter {
     } catch {
       throw failure("cannot open", path, error)
     }
-    var walked = false
-    defer { if !walked { Sys.close(fd) } }
+    var found = false
+    defer { if !found { Sys.close(fd) } }
     // Replaced between the look and the open (say by a FIFO): as if removed meanwhile.
     let opened: stat
     do throws(Errno) { opened = try Sys.fstat(fd) } catch { throw failure("cannot stat", path, error) }
@@ -271,19 +398,30 @@ public final class BackupWriter {
       report.addExcluded(path, by: exclusion, files: files, bytes: bytes)
       return nil
     }
+    var target: [UInt8]?
+    if kind == .symlink {
+      do throws(Errno) { target = try Sys.readlink(fd) } catch { throw failure("cannot read the link", path, error) }
+    }
+    found = true
+    return Found(
+      fd: fd, kind: kind, looked: st, opened: opened, attributes: attributes, protection: protection, target: target)
+  }
+
+  /// Backs up (or counts) one item of the backed-up scope.
+  /// - Returns: a directory's descriptor, to walk it (the caller closes it).
+  private func item(_ directoryFD: Int32, _ name: [CChar], _ path: [[UInt8]]) throws(BackupError) -> Int32? {
+    guard let found = try asOwner({ () throws(BackupError) in try find(directoryFD, name, path) }) else { return nil }
+    let (fd, kind) = (found.fd, found.kind)
+    var walked = false
+    defer { if !walked { Sys.close(fd) } }
     let relativePath = BackupReportPath.join(path)
     let fileID = BackupLayout.fileID(domain: domain, relativePath: relativePath)
-    var recorded = st
-    var target: [UInt8]?
-    switch kind {
-    case .file:
-      if !dryRun {
-        guard let copied = try copy(fd, opened, fileID: fileID, path: path) else { return nil }
-        recorded = copied
-      }
-    case .symlink:
-      do throws(Errno) { target = try Sys.readlink(fd) } catch { throw failure("cannot read the link", path, error) }
-    case .directory: break
+    var recorded = found.looked
+    if kind == .file, !dryRun {
+      // Read through the descriptor opened above (no new check of rights), written as
+      // the user who backs up.
+      guard let copied = try copy(fd, found.opened, fileID: fileID, path: path) else { return nil }
+      recorded = copied
     }
     report.addIncluded(path, kind: kind, bytes: kind == .file ? Int64(recorded.st_size) : 0)
     progress?(report.included.files + report.directories, report.included.bytes)
@@ -293,10 +431,12 @@ public final class BackupWriter {
         groupID: recorded.st_gid, size: kind == .file ? Int64(recorded.st_size) : 0, inode: UInt64(recorded.st_ino),
         birth: Int64(min(recorded.st_mtim.tv_sec, recorded.st_ctim.tv_sec)),
         lastModified: Int64(recorded.st_mtim.tv_sec), lastStatusChange: Int64(recorded.st_ctim.tv_sec),
-        protectionClass: Int64(protection.appleNumber), extendedAttributes: attributes, target: target)
+        protectionClass: Int64(found.protection.appleNumber), extendedAttributes: found.attributes,
+        target: found.target)
       do throws(ManifestDatabase.Failure) {
         try database.insert(
           fileID: fileID, domain: domain, relativePath: relativePath, flags: kind.rawValue, file: record.archive())
+        rowsWritten += 1
       } catch {
         throw BackupError(.system, error.description)
       }

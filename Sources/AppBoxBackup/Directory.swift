@@ -39,6 +39,36 @@ enum Directory {
     return fd
   }
 
+  /// Opens the directory at the absolute `path` one component at a time from `/`, none
+  /// of them followed if it is a symlink (`O_NOFOLLOW` each).
+  /// - Throws: `ELOOP` or `ENOTDIR` for a symlink on the way or at the end, `EINVAL` for
+  ///   a path that is not absolute or holds `.` or `..`; what `openat` says otherwise.
+  static func openWithoutSymlinks(_ path: String) throws(Errno) -> Int32 {
+    guard path.hasPrefix("/") else { throw Errno.invalidArgument }
+    let components = path.utf8.split(separator: UInt8(ascii: "/")).map { Array($0) }
+    guard components.allSatisfy({ $0 != [0x2E] && $0 != [0x2E, 0x2E] }) else { throw Errno.invalidArgument }
+    var fd = try Sys.openat(AT_FDCWD, "/", Linux.openPath | O_DIRECTORY | O_CLOEXEC)
+    for (index, component) in components.enumerated() {
+      let last = index == components.count - 1
+      let flags = (last ? O_RDONLY : Linux.openPath) | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC
+      let next: Int32
+      do throws(Errno) {
+        next = try Sys.openat(fd, (component + [0]).map { CChar(bitPattern: $0) }, flags)
+      } catch {
+        Sys.close(fd)
+        throw error
+      }
+      Sys.close(fd)
+      fd = next
+    }
+    guard !components.isEmpty else {
+      // `/` itself: opened for reading.
+      Sys.close(fd)
+      return try Sys.openat(AT_FDCWD, "/", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+    }
+    return fd
+  }
+
   /// Removes `name` in `directoryFD` and, for a directory, everything below it, without
   /// following symlinks (a directory made unwritable on the way is made writable first),
   /// with a stack of open directories rather than recursion.

@@ -1,7 +1,19 @@
 import CSQLite
+import Posix
+
+#if canImport(Glibc)
+  import Glibc
+#endif
 
 /// A backup's `Manifest.db`: the SQLite table `Files (fileID, domain, relativePath, flags,
 /// file)` that iOS writes, one row per backed-up item.
+///
+/// SQLite never opens it by a path another user could redirect (``DescriptorVFS``): a
+/// backup being written is named through its staging directory's descriptor, a backup's
+/// database is read from the very file AppBox opened (without following a symlink) and
+/// checked. A backup is written without a journal (`journal_mode=OFF`: a failed backup is
+/// removed whole); a backup read is immutable to SQLite, and, being input, may run no
+/// function with side effects.
 ///
 /// Text columns are bound and read as raw bytes, so a relative path that is not UTF-8
 /// keeps its exact bytes (SQLite does not check text encodings).
@@ -24,26 +36,51 @@ public final class ManifestDatabase {
     CREATE TABLE Properties (key TEXT PRIMARY KEY, value BLOB);
     """
 
-  /// Opens (`create`: creates, with the schema) the database at `path`.
-  init(path: String, create: Bool) throws(Failure) {
+  /// The new file's status when it was made (``init(creating:in:displayPath:)``), to
+  /// know it again.
+  let created: stat?
+
+  /// Makes the file `name` in the directory `directoryFD` (a directory of the user's own
+  /// that nobody else can write in: a backup's staging directory), new, with mode 0600
+  /// whatever the umask (SQLite would make it 0644 less the umask), then creates the
+  /// schema in it and begins a transaction.
+  /// - Parameter displayPath: the file's path in messages.
+  init(creating name: String, in directoryFD: Int32, displayPath: String) throws(Failure) {
+    do throws(Errno) {
+      let fd = try Sys.openat(directoryFD, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+      defer { Sys.close(fd) }
+      try Sys.fchmod(fd, 0o600)
+      created = try Sys.fstat(fd)
+    } catch {
+      throw Failure(description: "cannot create \(displayPath): \(error)")
+    }
+    handle = try Self.open(
+      DescriptorVFS.name(name, in: directoryFD), flags: SQLITE_OPEN_READWRITE, displayPath: displayPath)
+    try execute("PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF;")
+    try execute(Self.schema)
+    try execute("BEGIN")
+  }
+
+  /// Opens the database in the regular file open as `fd` for reading (the caller keeps
+  /// and closes `fd`; SQLite reads a duplicate).
+  /// - Parameter displayPath: the file's path in messages.
+  init(reading fd: Int32, displayPath: String) throws(Failure) {
+    created = nil
+    handle = try Self.open(DescriptorVFS.name(ofFile: fd), flags: SQLITE_OPEN_READONLY, displayPath: displayPath)
+    try execute("PRAGMA trusted_schema=OFF; PRAGMA query_only=ON;")
+  }
+
+  private static func open(_ name: String, flags: Int32, displayPath: String) throws(Failure) -> OpaquePointer {
+    guard let vfs = DescriptorVFS.name else {
+      throw Failure(description: "cannot open \(displayPath): SQLite has no unix VFS")
+    }
     var db: OpaquePointer?
-    let flags = create ? SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE : SQLITE_OPEN_READONLY
-    let status = sqlite3_open_v2(path, &db, flags, nil)
-    guard status == SQLITE_OK, let db else {
+    guard sqlite3_open_v2(name, &db, flags, vfs) == SQLITE_OK, let db else {
       let message = db.map { String(cString: sqlite3_errmsg($0)) } ?? "out of memory"
       sqlite3_close(db)
-      throw Failure(description: "cannot open \(path): \(message)")
+      throw Failure(description: "cannot open \(displayPath): \(message)")
     }
-    handle = db
-    if create {
-      try execute("PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF;")
-      try execute(Self.schema)
-      try execute("BEGIN")
-    } else {
-      // A backup's database is input: its views and triggers may call no function with
-      // side effects, and nothing is written.
-      try execute("PRAGMA trusted_schema=OFF; PRAGMA query_only=ON;")
-    }
+    return db
   }
 
   deinit {
@@ -60,13 +97,16 @@ public final class ManifestDatabase {
     }
   }
 
-  /// Adds one row (inside the transaction ``init(path:create:)`` began).
+  /// Adds one row (inside the transaction ``init(creating:in:displayPath:)`` began).
   func insert(fileID: String, domain: String, relativePath: [UInt8], flags: Int64, file: [UInt8]) throws(Failure) {
     if insertStatement == nil {
       let sql = "INSERT INTO Files (fileID, domain, relativePath, flags, file) VALUES (?, ?, ?, ?, ?)"
       guard sqlite3_prepare_v2(handle, sql, -1, &insertStatement, nil) == SQLITE_OK else {
         throw Failure(description: "prepare insert: \(message)")
       }
+    }
+    guard relativePath.count <= Int(Int32.max), file.count <= Int(Int32.max) else {
+      throw Failure(description: "insert \(fileID): a path or record too large for SQLite")
     }
     let statement = insertStatement
     sqlite3_reset(statement)
@@ -97,6 +137,17 @@ public final class ManifestDatabase {
       result.append(Self.text(statement, 0).map { String(decoding: $0, as: UTF8.self) } ?? "")
     }
     return result
+  }
+
+  /// The rows of `Files`, and those of `domain`.
+  func rowCounts(domain: String) throws(Failure) -> (all: Int64, domain: Int64) {
+    var all: Int64 = 0
+    var own: Int64 = 0
+    try query("SELECT COUNT(*), SUM(domain = ?) FROM Files", bind: [domain]) { statement in
+      all = sqlite3_column_int64(statement, 0)
+      own = sqlite3_column_int64(statement, 1)
+    }
+    return (all, own)
   }
 
   /// Every row of `domain` without its record (`file`), in no particular order.

@@ -97,13 +97,19 @@ enum BinaryFormat {
     bytes.starts(with: "bplist00".utf8)
   }
 
-  /// Decodes a binary plist. Every offset and size is checked; nothing in the input can
-  /// make it trap.
+  /// Decodes a binary plist. Every offset, size, count and reference is checked before
+  /// it is used, every sum and product through arithmetic that reports overflow, and the
+  /// objects and bytes decoded are budgeted (a shared object referenced over and over
+  /// is decoded again each time): nothing in the input can make it trap, loop or take
+  /// more than a few times its own size in memory.
   static func decode(_ bytes: [UInt8]) throws(PropertyListError) -> PropertyList {
     guard matches(bytes), bytes.count >= 8 + 32 else { throw .notPropertyList }
     var reader = Reader(bytes: bytes)
     return try reader.decodeRoot()
   }
+
+  /// The most nested arrays and dictionaries decoded.
+  static let maximumDepth = 64
 
   private struct Reader {
     let bytes: [UInt8]
@@ -111,9 +117,19 @@ enum BinaryFormat {
     var refWidth = 0
     var objectCount = 0
     var tableOffset = 0
-    var budget = 0
+    /// Objects left to decode: four per object in the table (or 1,024).
+    var objectBudget = 0
+    /// Bytes of strings and data left to decode: four times the input (or 64 KiB).
+    var byteBudget = 0
 
     init(bytes: [UInt8]) { self.bytes = bytes }
+
+    /// `start + count * width`, or nil when that overflows.
+    static func end(_ start: Int, _ count: Int, _ width: Int) -> Int? {
+      let (product, multiplied) = count.multipliedReportingOverflow(by: width)
+      let (sum, added) = start.addingReportingOverflow(product)
+      return multiplied || added ? nil : sum
+    }
 
     func unsigned(at offset: Int, width: Int) throws(PropertyListError) -> UInt64 {
       guard width >= 1, width <= 8, offset >= 0, offset <= bytes.count - width else {
@@ -132,17 +148,25 @@ enum BinaryFormat {
       let count = try unsigned(at: trailer + 8, width: 8)
       let root = try unsigned(at: trailer + 16, width: 8)
       let table = try unsigned(at: trailer + 24, width: 8)
-      guard count > 0, count < UInt64(bytes.count), root < count, table >= 8,
-        table + count * UInt64(offsetWidth) <= UInt64(trailer)
-      else { throw .malformed("trailer") }
+      // Each compared with the data's length before any arithmetic: from here on they are
+      // small enough for an Int.
+      guard count > 0, count < UInt64(trailer), root < count, table >= 8, table <= UInt64(trailer) else {
+        throw .malformed("trailer")
+      }
       objectCount = Int(count)
       tableOffset = Int(table)
-      budget = max(objectCount * 4, 1024)
+      guard let tableEnd = Self.end(tableOffset, objectCount, offsetWidth), tableEnd <= trailer else {
+        throw .malformed("offset table beyond the data")
+      }
+      objectBudget = max(objectCount.multipliedReportingOverflow(by: 4).partialValue, 1024)
+      let (fourTimes, overflow) = bytes.count.multipliedReportingOverflow(by: 4)
+      byteBudget = overflow ? Int.max : max(fourTimes, 1 << 16)
       return try object(Int(root), depth: 0)
     }
 
     func offset(of object: Int) throws(PropertyListError) -> Int {
-      let value = try unsigned(at: tableOffset + object * offsetWidth, width: offsetWidth)
+      guard let at = Self.end(tableOffset, object, offsetWidth) else { throw .malformed("object \(object)") }
+      let value = try unsigned(at: at, width: offsetWidth)
       guard value >= 8, value < UInt64(tableOffset) else { throw .malformed("object offset") }
       return Int(value)
     }
@@ -159,9 +183,24 @@ enum BinaryFormat {
       return (Int(value), offset + 2 + width)
     }
 
+    /// Where `count` elements of `width` bytes at `content` end, checked to lie before the
+    /// offset table.
+    func contentEnd(_ content: Int, _ count: Int, _ width: Int, _ what: String) throws(PropertyListError) -> Int {
+      guard let end = Self.end(content, count, width), end <= tableOffset else {
+        throw .malformed("\(what) beyond the objects")
+      }
+      return end
+    }
+
+    /// Takes `count` bytes of strings or data from the budget.
+    mutating func spend(_ count: Int) throws(PropertyListError) {
+      guard count <= byteBudget else { throw .tooComplex }
+      byteBudget -= count
+    }
+
     mutating func object(_ index: Int, depth: Int) throws(PropertyListError) -> PropertyList {
-      budget -= 1
-      guard depth < 64, budget > 0 else { throw .tooComplex }
+      objectBudget -= 1
+      guard depth < BinaryFormat.maximumDepth, objectBudget > 0 else { throw .tooComplex }
       guard index >= 0, index < objectCount else { throw .malformed("reference \(index)") }
       let start = try offset(of: index)
       let marker = bytes[start]
@@ -190,15 +229,18 @@ enum BinaryFormat {
         return .date(Double(bitPattern: try unsigned(at: start + 1, width: 8)))
       case 0x4:
         let (count, content) = try length(marker: marker, at: start)
-        guard content + count <= tableOffset else { throw .malformed("data beyond the objects") }
-        return .data(Array(bytes[content..<content + count]))
+        let end = try contentEnd(content, count, 1, "data")
+        try spend(count)
+        return .data(Array(bytes[content..<end]))
       case 0x5:
         let (count, content) = try length(marker: marker, at: start)
-        guard content + count <= tableOffset else { throw .malformed("string beyond the objects") }
-        return .string(String(decoding: bytes[content..<content + count], as: UTF8.self))
+        let end = try contentEnd(content, count, 1, "string")
+        try spend(count)
+        return .string(String(decoding: bytes[content..<end], as: UTF8.self))
       case 0x6:
         let (count, content) = try length(marker: marker, at: start)
-        guard content + 2 * count <= tableOffset else { throw .malformed("string beyond the objects") }
+        _ = try contentEnd(content, count, 2, "string")
+        try spend(2 * count)
         var units: [UInt16] = []
         units.reserveCapacity(count)
         for unit in 0..<count {
@@ -209,7 +251,7 @@ enum BinaryFormat {
         return .uid(try unsigned(at: start + 1, width: Int(marker & 0x0F) + 1))
       case 0xA:
         let (count, content) = try length(marker: marker, at: start)
-        guard content + count * refWidth <= tableOffset else { throw .malformed("array beyond the objects") }
+        _ = try contentEnd(content, count, refWidth, "array")
         var elements: [PropertyList] = []
         for slot in 0..<count {
           let ref = try unsigned(at: content + slot * refWidth, width: refWidth)
@@ -218,7 +260,7 @@ enum BinaryFormat {
         return .array(elements)
       case 0xD:
         let (count, content) = try length(marker: marker, at: start)
-        guard content + 2 * count * refWidth <= tableOffset else { throw .malformed("dictionary beyond the objects") }
+        _ = try contentEnd(content, count, 2 * refWidth, "dictionary")
         var pairs: [(String, PropertyList)] = []
         for slot in 0..<count {
           let keyRef = try unsigned(at: content + slot * refWidth, width: refWidth)

@@ -44,9 +44,6 @@ struct RestorePlan {
   private(set) var items: [Item] = []
   /// Rows outside Documents and Library (Caches, tmp, other top-level names): left out.
   private(set) var skipped = 0
-  /// Directories a restore makes without a row of their own (the parents of rows that
-  /// have none).
-  private(set) var implicitDirectories = 0
   /// The deepest item's depth.
   private(set) var depth = 0
 
@@ -108,10 +105,9 @@ struct RestorePlan {
     try checkTree()
   }
 
-  /// Finds paths given twice and paths below a file or symlink, and counts the
-  /// directories a restore makes without a row, in one pass over the sorted items.
-  private mutating func checkTree() throws(RestoreProblem) {
-    var directories: [[UInt8]] = []  // the directories open above the current item
+  /// Finds paths given twice and paths below a file or symlink, in one pass over the
+  /// sorted items (the paths below an item sort right after it).
+  private func checkTree() throws(RestoreProblem) {
     var previous: Item?
     for item in items {
       if let previous {
@@ -124,16 +120,6 @@ struct RestorePlan {
           )
         }
       }
-      let parent = item.components.dropLast()
-      var common = 0
-      while common < directories.count, common < parent.count, directories[common] == parent[common] { common += 1 }
-      directories.removeLast(directories.count - common)
-      // Parents without a row of their own, but the layout's, which every restore makes.
-      for index in common..<parent.count {
-        directories.append(parent[index])
-        if !Self.layoutDirectories.contains(Array(parent[...index])) { implicitDirectories += 1 }
-      }
-      if item.kind == .directory { directories.append(item.components[item.components.count - 1]) }
       previous = item
     }
   }

@@ -16,6 +16,9 @@ enum SparseCopy {
     var covered: Int64
     /// The bytes of data copied; the rest of `covered` is holes.
     var data: Int64
+    /// The source held more data than `dataLimit` allowed: the copy stopped before the
+    /// run of data that would have gone over it, and is incomplete.
+    var overLimit = false
   }
 
   /// `ENXIO`: `SEEK_DATA` found no data at or after the offset.
@@ -23,11 +26,18 @@ enum SparseCopy {
 
   /// Copies bytes `0..<count` of `source` to `out` (both opened for it; `out` empty or
   /// truncated), data only, and gives `out` the size of what the copy covers.
-  /// - Parameter allocated: the source's allocated bytes (`st_blocks * 512`), when known:
-  ///   a file with as many allocated bytes as it has bytes has no hole to look for, and is
-  ///   copied without seeking (most small files).
-  static func copy(from source: Int32, to out: Int32, count: Int64, allocated: Int64? = nil) throws(Errno) -> Result {
-    if let allocated, allocated >= count {
+  /// - Parameters:
+  ///   - allocated: the source's allocated bytes (`st_blocks * 512`), when known: a file
+  ///     with as many allocated bytes as it has bytes has no hole to look for, and is
+  ///     copied without seeking (most small files).
+  ///   - dataLimit: the most bytes of data the copy may write (what a restore counted
+  ///     before it began): a run of data that would go over it is not copied, and the
+  ///     result is ``Result/overLimit`` (a source that grew or had its holes filled
+  ///     meanwhile never writes more than was counted).
+  static func copy(from source: Int32, to out: Int32, count: Int64, allocated: Int64? = nil, dataLimit: Int64? = nil)
+    throws(Errno) -> Result
+  {
+    if let allocated, allocated >= count, dataLimit.map({ count <= $0 }) ?? true {
       let moved = try copyRange(from: source, to: out, at: 0, count: Int(count))
       return Result(covered: moved, data: moved)
     }
@@ -35,6 +45,11 @@ enum SparseCopy {
     var offset: Int64 = 0
     while offset < count {
       guard let extent = try nextExtent(source, from: offset, before: count) else { break }
+      if let dataLimit, Int64(extent.count) > dataLimit - result.data {
+        result.overLimit = true
+        result.covered = extent.lowerBound
+        break
+      }
       let moved = try copyRange(from: source, to: out, at: extent.lowerBound, count: extent.count)
       result.data += moved
       if moved < Int64(extent.count) {  // the file ended sooner
@@ -49,13 +64,38 @@ enum SparseCopy {
 
   /// The bytes of data in the first `count` bytes of `fd` (what a copy writes).
   static func dataBytes(_ fd: Int32, count: Int64) throws(Errno) -> Int64 {
-    var total: Int64 = 0
+    try measure(fd, count: count, blockSize: 512).data
+  }
+
+  /// What a copy of the first `count` bytes of `fd` writes, as a filesystem of
+  /// `blockSize` blocks allocates it.
+  struct Measure: Equatable {
+    /// Bytes of data (holes left out).
+    var data: Int64 = 0
+    /// The blocks the runs of data take, each run from the block its first byte falls in
+    /// to the block its last byte falls in.
+    var blocks: Int64 = 0
+    /// Extents as ext4 records them: a run of data, cut every 128 MiB (the longest extent).
+    var extents: Int64 = 0
+  }
+
+  /// The longest extent ext4 records (32,768 blocks of 4 KiB).
+  static let longestExtent: Int64 = 128 << 20
+
+  /// Measures the data of the first `count` bytes of `fd` (``Measure``).
+  static func measure(_ fd: Int32, count: Int64, blockSize: Int64) throws(Errno) -> Measure {
+    var measure = Measure()
     var offset: Int64 = 0
     while offset < count, let extent = try nextExtent(fd, from: offset, before: count) {
-      total += Int64(extent.count)
+      let length = Int64(extent.count)
+      measure.data.addSaturating(length)
+      let first = extent.lowerBound / blockSize
+      let last = (extent.upperBound - 1) / blockSize
+      measure.blocks.addSaturating(last - first + 1)
+      measure.extents.addSaturating((length - 1) / longestExtent + 1)
       offset = extent.upperBound
     }
-    return total
+    return measure
   }
 
   /// The next run of data at or after `offset`, cut at `end`; nil when only holes follow.

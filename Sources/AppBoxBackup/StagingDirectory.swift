@@ -8,12 +8,16 @@ import Posix
 /// and which is renamed onto the target when complete, or removed on failure: nothing
 /// half-made is ever left at the target.
 ///
-/// It gets a random name and mode 0700 whatever the umask, and is checked to be a
-/// directory of the user's own after it is made (a parent others may write into cannot
-/// hand over a directory of theirs); everything inside is reached through its descriptor.
+/// It is made in the target's parent through the descriptor ``TargetDirectory`` holds
+/// (no path is resolved again), gets a random name and mode 0700 whatever the umask, and
+/// is checked to be a directory of the user's own after it is made (a parent others may
+/// write into cannot hand over a directory of theirs); everything inside is reached
+/// through its descriptor. After the rename the target is checked to be this very
+/// directory: one that another user renamed into its place is reported, not taken for
+/// the result.
 final class StagingDirectory {
-  /// The target's parent directory.
-  let parentFD: Int32
+  /// The target's parent directory (the target's descriptor).
+  var parentFD: Int32 { target.parentFD }
   /// The staging directory.
   let fd: Int32
   /// The staging directory's name in the parent.
@@ -22,7 +26,7 @@ final class StagingDirectory {
   let target: TargetDirectory
   private var settled = false
 
-  /// The staging directory's path (for messages, and for SQLite, which opens by path).
+  /// The staging directory's path (for messages; nothing opens it).
   var path: String { target.parent == "/" ? "/" + name : target.parent + "/" + name }
 
   /// Checks that `target` is absent or an empty directory, and makes the staging
@@ -35,29 +39,21 @@ final class StagingDirectory {
   ///   the staging directory cannot be made; `.system` when it is not the user's own.
   init(for target: TargetDirectory, purpose: String, verb: String) throws(BackupError) {
     self.target = target
-    do throws(Errno) {
-      parentFD = try Sys.openat(AT_FDCWD, target.parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-    } catch {
-      throw BackupError(.unusablePath, "cannot open \(target.parent): \(error)")
-    }
-    do throws(BackupError) {
-      try Self.checkNewOrEmpty(parentFD, target, verb: verb)
-      (name, fd) = try Self.make(in: parentFD, for: target, purpose: purpose)
-    } catch {
-      Sys.close(parentFD)
-      throw error
-    }
+    try Self.checkNewOrEmpty(target, verb: verb)
+    (name, fd) = try Self.make(in: target.parentFD, for: target, purpose: purpose)
   }
 
-  deinit {
-    Sys.close(fd)
-    Sys.close(parentFD)
-  }
+  deinit { Sys.close(fd) }
 
   /// Renames the staging directory onto the target (replacing it when it is an empty
-  /// directory).
+  /// directory), and checks that the target is now this directory.
+  /// - Throws: ``BackupError`` `.unusablePath` when the target is no longer empty or a
+  ///   directory; `.system` when the rename fails or what lies at the target afterwards
+  ///   is not the staging directory (another user renamed theirs to its name).
   func commit() throws(BackupError) {
+    let own: stat
     do throws(Errno) {
+      own = try Sys.fstat(fd)
       try Sys.renameat2(parentFD, name, parentFD, target.name, 0)
       settled = true
     } catch  where error == .notEmpty || error == .exists {
@@ -68,6 +64,16 @@ final class StagingDirectory {
       throw BackupError(.unusablePath, "\(target.path) is no longer a directory: nothing was written there")
     } catch {
       throw BackupError(.system, "cannot rename \(path) to \(target.path): \(error)")
+    }
+    let placed: stat
+    do throws(Errno) { placed = try Sys.fstatat(parentFD, target.name, AT_SYMLINK_NOFOLLOW) } catch {
+      throw BackupError(.system, "cannot look at \(target.path) after renaming \(path) to it: \(error)")
+    }
+    guard placed.st_dev == own.st_dev, placed.st_ino == own.st_ino else {
+      throw BackupError(
+        .system,
+        "\(target.path) is not the directory built: another was renamed to \(name) or to \(target.name) meanwhile, so what lies there is not the result"
+      )
     }
   }
 
@@ -87,22 +93,9 @@ final class StagingDirectory {
   /// Checks that `target` is absent or an empty directory, writing nothing.
   /// - Parameter verb: what the command does, for the message (`back up`, `restore`).
   static func checkNewOrEmpty(_ target: TargetDirectory, verb: String) throws(BackupError) {
-    let parentFD: Int32
-    do throws(Errno) {
-      parentFD = try Sys.openat(AT_FDCWD, target.parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-    } catch {
-      throw BackupError(.unusablePath, "cannot open \(target.parent): \(error)")
-    }
-    defer { Sys.close(parentFD) }
-    try checkNewOrEmpty(parentFD, target, verb: verb)
-  }
-
-  // MARK: - Making and removing
-
-  private static func checkNewOrEmpty(_ parentFD: Int32, _ target: TargetDirectory, verb: String) throws(BackupError) {
     let status: stat
     do throws(Errno) {
-      status = try Sys.fstatat(parentFD, target.name, AT_SYMLINK_NOFOLLOW)
+      status = try Sys.fstatat(target.parentFD, target.name, AT_SYMLINK_NOFOLLOW)
     } catch  where error == .noEntry {
       return
     } catch {
@@ -114,7 +107,7 @@ final class StagingDirectory {
     var empty = true
     do throws(Errno) {
       let stream = try DirectoryStream(
-        fd: try Sys.openat(parentFD, target.name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC))
+        fd: try Sys.openat(target.parentFD, target.name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC))
       while empty, let item = try stream.next() {
         empty = isDotOrDotDot(item.name)
       }
@@ -125,6 +118,8 @@ final class StagingDirectory {
       throw BackupError(.unusablePath, "\(target.path) is not empty: \(verb) into a new or empty directory")
     }
   }
+
+  // MARK: - Making
 
   private static func make(in parentFD: Int32, for target: TargetDirectory, purpose: String) throws(BackupError) -> (
     String, Int32

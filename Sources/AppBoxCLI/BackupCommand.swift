@@ -46,7 +46,7 @@ enum BackupCommand {
     guard BackupRules.isValidBundleID(app) else {
       throw CLIError(.badValue, "--bundle-id \(app): use letters, digits, '.', '-' and '_' (e.g. com.example.app)")
     }
-    let backing = try backingDirectory(of: mount, resolved: mountpoint)
+    let (backing, owner) = try backingDirectory(of: mount, resolved: mountpoint)
     var target: TargetDirectory?
     if let destination {
       guard !destination.isEmpty else { throw CLIError(.usage, "say where: --to DIR") }
@@ -58,7 +58,8 @@ enum BackupCommand {
       target = resolved
     }
     let progress = ProgressLine(enabled: Sys.isTerminal(2), verb: dryRun ? "measuring" : "backing up")
-    let writer = BackupWriter(backing: backing, bundleID: app, dryRun: dryRun, progress: progress.update)
+    let writer = BackupWriter(
+      backing: backing, owner: owner, bundleID: app, dryRun: dryRun, progress: progress.update)
     let report: BackupReport
     do throws(BackupError) {
       defer { progress.finish() }
@@ -115,16 +116,29 @@ enum BackupCommand {
   }
 
   /// The backing directory behind an AppBox mount (asked of its daemon), or the
-  /// directory itself when it is a sandbox's backing directory that is not mounted.
+  /// directory itself when it is a sandbox's backing directory that is not mounted; and
+  /// the sandbox's owner when root backs up another user's mount.
+  ///
+  /// The daemon of another user's mount is that user's program and may name any path
+  /// (docs/reference.md, "Trust model of backup and restore"): root does not resolve it,
+  /// and the backup reads it with the owner's credentials (`user_id=` and `group_id=` of
+  /// the mount table, which the kernel set from the process that mounted), refusing a
+  /// path through a symlink or a directory that is not the owner's.
   /// - Parameter mountpoint: `path` resolved.
-  static func backingDirectory(of path: String, resolved mountpoint: String) throws(CLIError) -> String {
-    if try MountTable.mount(at: mountpoint)?.type == "fuse.appbox" {
+  static func backingDirectory(of path: String, resolved mountpoint: String) throws(CLIError) -> (
+    String, UserCredentials?
+  ) {
+    if let mount = try MountTable.mount(at: mountpoint), mount.type == "fuse.appbox" {
       let reply = try ControlClient.send("status", to: try ControlClient.target(mountpoint))
       let status = ControlClient.object(reply)["status"] as? [String: Any] ?? [:]
       guard let backing = status["backing"] as? String else {
         throw CLIError(.failure, "the daemon of \(mountpoint) did not say where its backing directory is")
       }
-      return try resolve(backing)
+      if Sys.effectiveUID == 0, let owner = mount.ownerUID, owner != 0 {
+        let gid = mount.ownerGID ?? gid_t(owner)
+        return (backing, UserCredentials.of(uid: owner, gid: gid))
+      }
+      return (try resolve(backing), nil)
     }
     var isDirectory: ObjCBool = false
     if FileManager.default.fileExists(atPath: mountpoint + "/Documents", isDirectory: &isDirectory),
@@ -132,7 +146,7 @@ enum BackupCommand {
       FileManager.default.fileExists(atPath: mountpoint + "/Library", isDirectory: &isDirectory),
       isDirectory.boolValue
     {
-      return mountpoint
+      return (mountpoint, nil)
     }
     throw CLIError(
       .noInput, "\(path) is neither an AppBox mount nor a sandbox's backing directory (with Documents and Library)")

@@ -40,13 +40,14 @@ public struct CLIError: Error, CustomStringConvertible {
 
 extension CLIError {
   /// A backup or restore error with its exit code (docs/reference.md): 64 usage, 65 bad
-  /// data, 66 unusable path, 71 system.
+  /// data, 66 unusable path, 71 system, 77 not the caller's to read.
   init(_ error: BackupError) {
     switch error.kind {
     case .usage: self.init(.usage, error.message)
     case .badData: self.init(.badValue, error.message)
     case .unusablePath: self.init(.noInput, error.message)
     case .system: self.init(.osError, error.message)
+    case .notPermitted: self.init(.noPermission, error.message)
     }
   }
 }

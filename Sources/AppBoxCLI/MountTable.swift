@@ -37,6 +37,11 @@ enum MountTable {
       superOptions.first { $0.hasPrefix("user_id=") }.flatMap { uid_t($0.dropFirst("user_id=".count)) }
     }
 
+    /// For a FUSE mount: the group of the user who mounted it (`group_id=`).
+    var ownerGID: gid_t? {
+      superOptions.first { $0.hasPrefix("group_id=") }.flatMap { gid_t($0.dropFirst("group_id=".count)) }
+    }
+
     /// The device number `stat` reports for files on this mount.
     var deviceNumber: dev_t? {
       let parts = device.split(separator: ":")

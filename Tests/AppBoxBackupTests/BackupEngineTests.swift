@@ -24,7 +24,7 @@ final class ForgedBackup {
     self.path = path
     try Sys.mkdir(path, 0o700)
     try Scratch.write(path + "/Manifest.plist", manifest.encoded(as: format))
-    database = try ManifestDatabase(path: path + "/Manifest.db", create: true)
+    database = try Manifests.create(path + "/Manifest.db")
     for directory in ["Documents", "Library"] { try add(directory, .directory) }
   }
 

@@ -42,15 +42,6 @@ struct RestorePlanTests {
     #expect(plan.skipped == 3)
   }
 
-  @Test("parents without a row of their own are counted (the layout's are not)")
-  func implicitDirectories() throws {
-    #expect(try RestorePlan([Self.row("Documents/x/y/z")]).implicitDirectories == 2)
-    #expect(try RestorePlan([Self.row("Library/Application Support/db/f")]).implicitDirectories == 1)
-    #expect(
-      try RestorePlan([Self.row("Documents/x", 2), Self.row("Documents/x/f"), Self.row("Documents/y/f")])
-        .implicitDirectories == 1)
-  }
-
   @Test("a symlink or file is a leaf: a sibling whose name starts alike is not below it")
   func siblingsOfLeaves() throws {
     let plan = try RestorePlan([Self.row("Documents/l", 4), Self.row("Documents/l2/x"), Self.row("Documents/l 3")])

@@ -81,4 +81,31 @@ struct SparseCopyTests {
     #expect(result.covered == 5000 || result.covered == 8192)
     #expect(try Sys.fstat(out).st_size == result.covered)
   }
+
+  @Test("a copy writes no more data than its limit: the run that would go over it is not written; one within it copies")
+  func dataLimit() throws {
+    let scratch = try Scratch()
+    let size: Int64 = 8 << 20
+    let extents: [(Int64, [UInt8])] = [(0, pattern(4096, seed: 6)), (4 << 20, pattern(1 << 20, seed: 7))]
+    let source = try Self.sparseFile(scratch("source"), size: size, extents)
+    defer { Sys.close(source) }
+    let measure = try SparseCopy.measure(source, count: size, blockSize: 4096)
+    #expect(measure == SparseCopy.Measure(data: 4096 + (1 << 20), blocks: 1 + 256, extents: 2))
+    for (limit, over) in [(Int64(4096 + (1 << 20)), false), (4096 + (1 << 20) - 1, true), (0, true)] {
+      let out = try Sys.open(scratch("copy-\(limit)"), O_RDWR | O_CREAT | O_EXCL, 0o600)
+      defer { Sys.close(out) }
+      let result = try SparseCopy.copy(from: source, to: out, count: size, dataLimit: limit)
+      #expect(result.overLimit == over, "limit \(limit)")
+      #expect(result.data <= limit, "limit \(limit)")
+      #expect(Int64(try Sys.fstat(out).st_blocks) * 512 <= max(limit, 0) + 4096, "limit \(limit)")
+    }
+    // Dense: the same bound without seeking.
+    try Scratch.write(scratch("dense"), pattern(100_000, seed: 8))
+    let dense = try Sys.open(scratch("dense"), O_RDONLY)
+    defer { Sys.close(dense) }
+    let out = try Sys.open(scratch("dense-copy"), O_RDWR | O_CREAT | O_EXCL, 0o600)
+    defer { Sys.close(out) }
+    let result = try SparseCopy.copy(from: dense, to: out, count: 100_000, allocated: 1 << 20, dataLimit: 50_000)
+    #expect(result.overLimit && result.data == 0)
+  }
 }
