@@ -26,7 +26,9 @@ WORKDIR /src
 COPY Package.swift ./
 COPY Sources/ Sources/
 COPY Examples/ Examples/
+# Every target path Package.swift names must be here, the benchmarks' too.
 COPY bench/purge-catalog/ bench/purge-catalog/
+COPY bench/event-encoding/ bench/event-encoding/
 # The manifest names the test targets too: their sources must be there (nothing of them
 # is built).
 COPY Tests/ Tests/
