@@ -38,7 +38,9 @@ if timed "swift build" swift build --build-tests; then
   # host-wide: turned on here, explicitly, and put back as it was afterwards.
   switch=/sys/module/fuse/parameters/enable_uring
   was=$(cat "$switch" 2>/dev/null)
-  [ "$was" = N ] && [ "$(id -u)" -eq 0 ] && { echo 1 >"$switch"; } 2>/dev/null
+  # Put back however the run ends (an interrupted run left it on once).
+  [ "$was" = N ] && [ "$(id -u)" -eq 0 ] && { echo 1 >"$switch"; } 2>/dev/null \
+    && trap 'echo 0 >"$switch"; rm -rf "$XDG_RUNTIME_DIR" "$log"' EXIT && trap 'exit 130' INT TERM
   if [ "$was" = N ] && [ "$(cat "$switch")" = N ]; then
     # A container's /sys is read-only: the host's switch decides (docs/testing.md).
     lines+=("skipped: the mount tests over io_uring: $switch is off and cannot be turned on here (turn it on on the host)")
