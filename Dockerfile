@@ -20,7 +20,7 @@ ARG RUNTIME_IMAGE=debian:bookworm-slim
 
 FROM ${BUILDER_IMAGE} AS build
 RUN apt-get update \
- && apt-get install -y --no-install-recommends libfuse3-dev libsqlite3-dev pkg-config \
+ && apt-get install -y --no-install-recommends libfuse3-dev liburing-dev libsqlite3-dev pkg-config \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY Package.swift ./
@@ -40,13 +40,14 @@ RUN swift build -c release --static-swift-stdlib --product appbox \
       /usr/local/bin/
 
 FROM ${RUNTIME_IMAGE}
-# fuse3 brings libfuse3 and fusermount3 (setuid root); libsqlite3 is for backups; attr,
+# fuse3 brings libfuse3 and fusermount3 (setuid root); liburing2 is FUSE over io_uring's;
+# libsqlite3 is for backups; attr,
 # python3 and sqlite3 are what the tests use; tini is PID 1 (forwards signals, reaps).
 # The user appbox (uid 1000) runs what the entrypoint starts; user_allow_other lets it
 # mount with allow_other (a sidecar's mount, used by other containers' users and root).
 # /backing and /shared are the sidecar's (Integration/README.md).
 RUN apt-get update \
- && apt-get install -y --no-install-recommends fuse3 libsqlite3-0 attr python3 sqlite3 tini \
+ && apt-get install -y --no-install-recommends fuse3 liburing2 libsqlite3-0 attr python3 sqlite3 tini \
  && rm -rf /var/lib/apt/lists/* \
  && chmod u+s /usr/bin/fusermount3 \
  && sed -i 's/^#[[:space:]]*user_allow_other/user_allow_other/' /etc/fuse.conf \
