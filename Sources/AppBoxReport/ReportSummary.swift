@@ -138,7 +138,7 @@ public struct ReportSummary: Sendable, Hashable {
         stateChanges += 1
         if state == nil { enter(change.from.name, at: start ?? change.time) }
         enter(change.to.name, at: change.time)
-      case .log, .rotate:
+      case .log, .rotate, .containerUsage:
         break
       }
     }
