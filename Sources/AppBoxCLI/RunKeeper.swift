@@ -46,8 +46,8 @@ enum RunKeeper {
     }
     let executable = Spawn.currentExecutable
     let arguments =
-      [executable, "run"] + (plan.allowDeviceControl ? ["--allow-device-control"] : []) + [mount.mountpoint, "--"]
-      + plan.program
+      [executable, "run"] + (plan.allowDeviceControl ? ["--allow-device-control"] : [])
+      + (plan.app.map { ["--app", $0.name] } ?? []) + [mount.mountpoint, "--"] + plan.program
     var environment = ProcessInfo.processInfo.environment
     environment[variable] = (mount.mountedHere ? "here:" : "reused:") + String(pipe.writeFD)
     let keeper: pid_t
@@ -144,7 +144,15 @@ enum RunKeeper {
           FileHandle.standardError.write(Data("appbox: \(error.message); APPBOX_EVENTS is not set\n".utf8))
         }
       }
-      status = RunCommand.runProgram(plan, root: mountpoint, events: events)
+      if let app = plan.app {
+        // The daemon keeps the app installed while this keeper (the program's tree) lives.
+        do throws(CLIError) {
+          _ = try ControlClient.send("app-run \(app)", to: try ControlClient.target(mountpoint))
+        } catch {
+          throw CLIError(error.code, "cannot run as \(app): \(error.message); the program did not run")
+        }
+      }
+      status = RunCommand.runProgram(plan, root: plan.containerRoot(mountpoint), events: events)
     } catch {
       ReadinessPipe.send("error \(error.code.rawValue)\n\(error.message)\n", to: statusFD)
       exit(error.code.rawValue)
