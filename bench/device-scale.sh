@@ -40,8 +40,8 @@ files=$((apps * per_app))
 scratch "$dir" appbox-device-scale
 fs=$SCRATCH/fs
 # Two trees of FILES one-block files, their inodes and directories: about 9 GiB per
-# million files; the image is sparse.
-fresh_ext4 "$(((files * 9 + 999999) / 1000000 + 2))G" "$fs"
+# million files, an inode per 4 KiB; the image is sparse.
+fresh_ext4 "$(((files * 9 + 999999) / 1000000 + 2))G" "$fs" -i 4096
 mnt=$SCRATCH/mnt
 mkdir -p "$mnt" "$fs/single/Library/Caches" "$fs/device"
 SCRATCH_MOUNTS+=("$mnt")
@@ -109,9 +109,11 @@ for row in rows:
 files = apps * per_app
 print(f"{runs} runs, medians; ext4 on {loop}; one app of {files:,} cache files against {apps} apps of {per_app:,}")
 print()
-print("| measure | one app | device | device / one app | target |")
-print("|---|---:|---:|---:|---:|")
+print("| measure | one app | device | device / one app | per run | target |")
+print("|---|---:|---:|---:|---:|---:|")
 for name, column in (("mount with index (cold cache)", 1), (f"explicit purge of {purge:,} files", 2)):
-    single, device = statistics.median(values("single", column)), statistics.median(values("device", column))
-    print(f"| {name} | {single:.2f} s | {device:.2f} s | {device / single:.2f} | ≤ 1.2 |")
+    singles, devices = values("single", column), values("device", column)
+    single, device = statistics.median(singles), statistics.median(devices)
+    ratios = sorted(d / s for s, d in zip(singles, devices))
+    print(f"| {name} | {single:.2f} s | {device:.2f} s | {device / single:.2f} | {ratios[0]:.2f}–{ratios[-1]:.2f} | ≤ 1.2 |")
 PY

@@ -1,4 +1,5 @@
 import FilesystemInterface
+import Foundation
 import Posix
 import SandboxPolicy
 import Testing
@@ -205,6 +206,49 @@ struct DeviceTests {
     let plain = try Sandbox()
     #expect(throws: AppChangeError.self) { try plain.install(Self.a) }
     #expect(plain.fs.deviceApps == nil)
+  }
+
+  @Test("an install that does not fit, even after purging, changes nothing")
+  func installWithoutRoom() throws {
+    let box = try Sandbox.device(capacity: 1 << 20)
+    try box.install(Self.a)
+    try box.makeFile(Sandbox.app(Self.a) + "/tmp/t", bytes: 16 * Self.kib)
+    let document = try box.create(Sandbox.app(Self.a) + "/Documents/full")
+    defer { box.release(document) }
+    var offset = 0
+    while let written = try? box.write(document, [UInt8](repeating: 1, count: 64 * Self.kib), at: off_t(offset)) {
+      offset += written  // until ENOSPC: what was purgeable went first
+    }
+    #expect(!box.backingHas(Sandbox.app(Self.a) + "/tmp/t"))
+    let before = box.backingTree()
+    let usage = box.containerUsage
+    #expect(throws: AppChangeError.self) { try box.install(Self.b, groups: [Self.shared]) }
+    #expect(box.backingTree() == before)
+    #expect(box.containerUsage == usage)
+    #expect(box.fs.deviceApps?.apps.count == 1)
+    #expect(throws: Errno.noEntry) { _ = try box.lookup(Sandbox.app(Self.b)) }
+    try box.expectExactDeviceBooks()
+  }
+
+  @Test("a removal racing writes that purge the removed app's cache keeps the books exact")
+  func removalRacingPurges() throws {
+    let box = try Self.twoApps(capacity: 8 << 20)
+    for index in 0..<200 { try box.makeFile(Sandbox.app(Self.a) + "/Library/Caches/c\(index)", bytes: 16 * Self.kib) }
+    for index in 0..<50 { try box.makeFile(Sandbox.app(Self.b) + "/Library/Caches/c\(index)", bytes: 16 * Self.kib) }
+    _ = box.fs.resize(to: box.used + Int64(64 * Self.kib), reason: .resize)
+    nonisolated(unsafe) let racing = box
+    let finished = DispatchSemaphore(value: 0)
+    DispatchQueue.global().async {
+      for index in 0..<40 {
+        // ENOSPC once everything purgeable is gone.
+        try? racing.makeFile(Sandbox.app(Self.b) + "/Documents/d\(index)", bytes: 32 * Self.kib)
+      }
+      finished.signal()
+    }
+    _ = try box.remove(Self.a)
+    finished.wait()
+    #expect(!box.backingHas(Sandbox.app(Self.a)))
+    try box.expectExactDeviceBooks()
   }
 
   @Test("the apps, their groups and their data survive a remount; the backing tree is the record")
