@@ -1,3 +1,5 @@
+import PropertyLists
+
 /// The three property lists of a backup besides `Manifest.db`, as Finder and iTunes write
 /// them for a device: `Manifest.plist` (binary; `IsEncrypted` false, the apps), `Info.plist`
 /// (XML; the device, the apps) and `Status.plist` (binary; a full, finished backup). AppBox
@@ -11,7 +13,7 @@ struct BackupPlists {
   /// The plists of a backup of `bundleID` from the backing directory `source`, made at
   /// `now` (Unix seconds).
   init(bundleID: String, source: String, now: Double) {
-    let date = PropertyList.date(now - Double(XMLFormat.referenceDate))
+    let date = PropertyList.date(now - Double(PropertyList.referenceDate))
     let identifier = SHA1.hexDigest(Array("AppBox-\(source)".utf8))
     let name = PropertyList.string("AppBox")
     let lockdown = PropertyList.dictionary([

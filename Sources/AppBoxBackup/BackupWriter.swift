@@ -1,5 +1,6 @@
 import AppBoxFS
 import Posix
+import PropertyLists
 import SandboxPolicy
 
 #if canImport(Glibc)

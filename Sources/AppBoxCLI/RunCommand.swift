@@ -147,7 +147,8 @@ extension RunPlan {
   /// or on a device the app's container.
   func containerRoot(_ mountpoint: String) -> String {
     guard let app else { return mountpoint }
-    return plan.containerRoot(mountpoint)
+    return mountpoint + "/"
+      + DeviceLayout.components(of: .app, app).map { String(decoding: $0, as: UTF8.self) }.joined(separator: "/")
   }
 
   /// `appbox mount`'s options that take a value (the value is not the MOUNTPOINT).

@@ -1,6 +1,7 @@
 import FilesystemInterface
 import Foundation
 import Posix
+import PropertyLists
 import SandboxPolicy
 import Testing
 
@@ -50,6 +51,34 @@ struct DeviceTests {
       "a container root reads as a mount's root")
     #expect(try box.getxattr("", "user.appbox.device-state") == "UNLOCKED")
     try box.expectExactDeviceBooks()
+  }
+
+  @Test("a container's metadata round-trips, reads in either format, and is checked against its kind")
+  func metadataFormat() throws {
+    let app = ContainerMetadata(
+      identifier: Sandbox.id("com.example.a"), kind: .app, groups: [Sandbox.id("group.z"), Sandbox.id("group.a")],
+      uuid: "4E1B7C2A-0000-4000-8000-000000000001")
+    let decoded = try ContainerMetadata(decoding: app.encoded, kind: .app)
+    #expect(decoded == app)
+    #expect(decoded.groups.map(\.name) == ["group.a", "group.z"])
+    let root = try PropertyList(decoding: app.encoded)
+    #expect(PropertyList.format(of: app.encoded) == .binary, "written as iOS writes it")
+    #expect(root["MCMMetadataIdentifier"]?.stringValue == "com.example.a")
+    #expect(root["MCMMetadataContentClass"]?.integerValue == 2)
+    #expect(try ContainerMetadata(decoding: root.encoded(as: .xml), kind: .app) == app, "an XML one reads too")
+    #expect(throws: ContainerMetadata.Problem.wrongKind(2)) {
+      try ContainerMetadata(decoding: app.encoded, kind: .group)
+    }
+    #expect(throws: (any Error).self) { try ContainerMetadata(decoding: Array("not a plist".utf8), kind: .app) }
+    let bad = PropertyList.dictionary([
+      ("MCMMetadataIdentifier", .string("../etc")), ("MCMMetadataContentClass", .integer(2)),
+    ]).encoded(as: .binary)
+    #expect(throws: ContainerMetadata.Problem.badIdentifier) { try ContainerMetadata(decoding: bad, kind: .app) }
+    let badGroups = PropertyList.dictionary([
+      ("MCMMetadataIdentifier", .string("com.example.a")), ("MCMMetadataContentClass", .integer(2)),
+      ("MCMMetadataInfo", .dictionary([(ContainerMetadata.groupsKey, .array([.string("x/../y")]))])),
+    ]).encoded(as: .binary)
+    #expect(throws: ContainerMetadata.Problem.badGroups) { try ContainerMetadata(decoding: badGroups, kind: .app) }
   }
 
   @Test("programs cannot make or remove containers or fixed entries (EPERM), nor change metadata")

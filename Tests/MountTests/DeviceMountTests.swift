@@ -42,8 +42,13 @@ struct DeviceMountTests {
     #expect(try directoryNames(fixture.path("Containers/Data/Application")).sorted() == [Self.a, Self.b])
     #expect(
       try directoryNames(fixture.path(Self.group(Self.shared) + "/Library")).sorted() == ["Caches", "Preferences"])
-    let metadata = try readFile(fixture.path(Self.app(Self.a) + "/.com.apple.mobile_container_manager.metadata.plist"))
-    #expect(try ContainerMetadata(decoding: metadata, kind: .app).identifier.name == Self.a)
+    // Read by an independent reader (Python's plistlib), as a device backup tool would.
+    let metadata = try Command.shell(
+      "python3 -c 'import plistlib, sys; d = plistlib.load(open(sys.argv[1], \"rb\")); "
+        + "print(d[\"MCMMetadataIdentifier\"], d[\"MCMMetadataContentClass\"], "
+        + "d[\"MCMMetadataInfo\"][\"com.apple.security.application-groups\"])' "
+        + shellQuote(fixture.path(Self.app(Self.a) + "/.com.apple.mobile_container_manager.metadata.plist")))
+    #expect(metadata == "\(Self.a) 2 ['\(Self.shared)']\n")
     // What programs meet, through the kernel.
     #expect(mkdir(fixture.path(Self.app("com.example.c")), 0o755) == -1 && errno == EPERM)
     #expect(rmdir(fixture.path(Self.app(Self.a))) == -1 && errno == EPERM)
@@ -169,7 +174,40 @@ struct DeviceMountTests {
     #expect(FileManager.default.fileExists(atPath: fixture.backingPath(Self.app(Self.a))))
     try writeFile(release, [])
     try RunCommandTests.waitForExit(run)
-    let removed = try Self.appbox(["app", "remove", fixture.mountpoint, Self.a])
+    // The run's keeper stays a moment after the run returns (until the program's last
+    // process has ended): the app goes once it has.
+    var removed = try Self.appbox(["app", "remove", fixture.mountpoint, Self.a])
+    let deadline = Date().addingTimeInterval(10)
+    while removed.status == 75, Date() < deadline {
+      usleep(20_000)
+      removed = try Self.appbox(["app", "remove", fixture.mountpoint, Self.a])
+    }
+    #expect(removed.status == 0, "\(removed.error)")
+    try fixture.unmount()
+  }
+
+  @Test("a process the program left behind keeps its app installed until it ends")
+  func leftoversKeepTheApp() throws {
+    let fixture = try Self.device()
+    let release = fixture.root + "/release"
+    // The leftover closes what it inherited (the test's Process watches a descriptor of
+    // its own, which would hold this call until the leftover ends).
+    let leftover =
+      "import os, time\nos.closerange(3, 65536)\nwhile not os.path.exists(\"\(release)\"): time.sleep(0.05)"
+    let run = try Self.appbox([
+      "run", fixture.mountpoint, "--app", Self.a, "--", "/bin/sh", "-c",
+      "python3 -c \(shellQuote(leftover)) </dev/null >/dev/null 2>&1 & exit 0",
+    ])
+    #expect(run.status == 0, "\(run.error)")
+    let refused = try Self.appbox(["app", "remove", fixture.mountpoint, Self.a])
+    #expect(refused.status == 75, "the leftover still runs as the app: \(refused.error)")
+    try writeFile(release, [])
+    var removed = refused
+    let deadline = Date().addingTimeInterval(10)
+    while removed.status == 75, Date() < deadline {
+      usleep(20_000)
+      removed = try Self.appbox(["app", "remove", fixture.mountpoint, Self.a])
+    }
     #expect(removed.status == 0, "\(removed.error)")
     try fixture.unmount()
   }

@@ -3,7 +3,7 @@ import Testing
 @testable import SandboxPolicy
 
 /// A device's policy: ids, its layout, which container and domain a path is in, the rules
-/// of installing and removing apps, the containers' metadata.
+/// of installing and removing apps, the device-wide purge order, usage per container.
 @Suite("Device layout and rules")
 struct DeviceLayoutTests {
   static func id(_ text: String) -> ContainerIdentifier { try! ContainerIdentifier(validating: text) }
@@ -117,26 +117,6 @@ struct DeviceLayoutTests {
     #expect(try apps.remove(b) == [other], "a group goes with its last member")
     #expect(try apps.remove(a) == [shared])
     #expect(apps.apps.isEmpty && apps.groups.isEmpty)
-  }
-
-  @Test("a container's metadata round-trips and is checked against its kind")
-  func metadata() throws {
-    let app = ContainerMetadata(
-      identifier: Self.id("com.example.a"), kind: .app, groups: [Self.id("group.z"), Self.id("group.a")],
-      uuid: "4E1B7C2A-0000-4000-8000-000000000001")
-    let decoded = try ContainerMetadata(decoding: app.encoded, kind: .app)
-    #expect(decoded == app)
-    #expect(decoded.groups.map(\.name) == ["group.a", "group.z"])
-    let root = try BinaryPropertyList.decode(app.encoded)
-    #expect(root["MCMMetadataIdentifier"]?.stringValue == "com.example.a")
-    #expect(root["MCMMetadataContentClass"]?.integerValue == 2)
-    #expect(throws: ContainerMetadata.Problem.wrongKind(2)) {
-      try ContainerMetadata(decoding: app.encoded, kind: .group)
-    }
-    #expect(throws: (any Error).self) { try ContainerMetadata(decoding: Array("not a plist".utf8), kind: .app) }
-    let bad = BinaryPropertyList.encode(
-      .dictionary([("MCMMetadataIdentifier", .string("../etc")), ("MCMMetadataContentClass", .integer(2))]))
-    #expect(throws: ContainerMetadata.Problem.badIdentifier) { try ContainerMetadata(decoding: bad, kind: .app) }
   }
 
   @Test("one purge order for the whole device: tmp of every container, then every Caches, by urgency and use")

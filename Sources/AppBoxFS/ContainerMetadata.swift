@@ -1,3 +1,6 @@
+import PropertyLists
+import SandboxPolicy
+
 /// A container's `.com.apple.mobile_container_manager.metadata.plist` (docs/reference.md#a-device):
 /// what iOS writes into every container to name it, a binary plist with
 /// `MCMMetadataIdentifier` (the id), `MCMMetadataContentClass` (2 for an app, 7 for a
@@ -6,7 +9,8 @@
 /// entitlement that makes an app a member on iOS).
 ///
 /// These files are the device's record of its apps: a mount reads the set of apps, and
-/// which groups each belongs to, from them alone.
+/// which groups each belongs to, from them alone. Read in either of Apple's formats,
+/// written as iOS writes it, binary.
 public struct ContainerMetadata: Equatable, Sendable {
   /// The container's id.
   public var identifier: ContainerIdentifier
@@ -30,7 +34,7 @@ public struct ContainerMetadata: Equatable, Sendable {
 
   /// Why a file is not a container's metadata.
   public enum Problem: Error, Equatable, Sendable, CustomStringConvertible {
-    /// Not a binary plist AppBox can read.
+    /// Not a property list AppBox can read.
     case unreadable(String)
     /// No `MCMMetadataIdentifier` string, or not a valid id.
     case badIdentifier
@@ -41,7 +45,7 @@ public struct ContainerMetadata: Equatable, Sendable {
 
     public var description: String {
       switch self {
-      case .unreadable(let reason): "not a binary property list (\(reason))"
+      case .unreadable(let reason): "not a property list (\(reason))"
       case .badIdentifier: "no valid MCMMetadataIdentifier"
       case .wrongKind(let value):
         "MCMMetadataContentClass \(value.map(String.init) ?? "missing") is not this kind of container's"
@@ -54,14 +58,13 @@ public struct ContainerMetadata: Equatable, Sendable {
   public var encoded: [UInt8] {
     var info: [(String, PropertyList)] = []
     if kind == .app { info.append((Self.groupsKey, .array(groups.map { .string($0.name) }))) }
-    return BinaryPropertyList.encode(
-      .dictionary([
-        ("MCMMetadataContentClass", .integer(kind.contentClass)),
-        ("MCMMetadataIdentifier", .string(identifier.name)),
-        ("MCMMetadataInfo", .dictionary(info)),
-        ("MCMMetadataSchemaVersion", .integer(1)),
-        ("MCMMetadataUUID", .string(uuid)),
-      ]))
+    return PropertyList.dictionary([
+      ("MCMMetadataContentClass", .integer(kind.contentClass)),
+      ("MCMMetadataIdentifier", .string(identifier.name)),
+      ("MCMMetadataInfo", .dictionary(info)),
+      ("MCMMetadataSchemaVersion", .integer(1)),
+      ("MCMMetadataUUID", .string(uuid)),
+    ]).encoded(as: .binary)
   }
 
   /// Reads a container's metadata.
@@ -71,7 +74,7 @@ public struct ContainerMetadata: Equatable, Sendable {
   /// - Throws: ``Problem`` when the file does not describe such a container.
   public init(decoding bytes: [UInt8], kind: ContainerKind) throws(Problem) {
     let root: PropertyList
-    do throws(BinaryPropertyList.ReadError) { root = try BinaryPropertyList.decode(bytes) } catch {
+    do throws(PropertyListError) { root = try PropertyList(decoding: bytes) } catch {
       throw .unreadable(error.description)
     }
     guard let text = root["MCMMetadataIdentifier"]?.stringValue, let identifier = ContainerIdentifier(bytes: text.utf8)
