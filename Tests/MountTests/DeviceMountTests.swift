@@ -256,6 +256,48 @@ struct DeviceMountTests {
     try fixture.unmount()
   }
 
+  @Test("appbox experiment runs one program per app at once and shows whose cache paid for whose writes")
+  func experimentWithApps() throws {
+    let directories = try SandboxDirectories()
+    let events = directories.root + "/events"
+    try FileManager.default.createDirectory(atPath: events, withIntermediateDirectories: false)
+    let page = directories.root + "/sweep.html"
+    let workload = ReportTests.repository + "/Examples/cache-workload.py"
+    // The writer waits until the reader has cached ten items, then writes 2 MB of documents.
+    let writer =
+      "while [ $(ls \"$HOME/../com.example.reader/Library/Caches/items\" 2>/dev/null | wc -l) -lt 10 ]; do sleep 0.05; done; "
+      + "head -c 2000000 /dev/zero > \"$HOME/Documents/blob\""
+    let result = try Self.appbox([
+      "experiment", "--capacities", "3M,16M", "--events-dir", events, "--output", page, "--usage-interval", "0",
+      "--group", "group.com.example.shared", "--app", "com.example.reader=python3 \(workload) 24 200 128",
+      "--app", "com.example.writer=\(writer)",
+    ])
+    #expect(result.status == 0, "\(result.error)")
+    #expect(result.output.contains("paid for others"), "\(result.output)")
+    #expect(result.output.split(separator: "\n").filter { $0.contains("com.example.reader") }.count == 2)
+    // From the runs' own logs: at 3 MiB the reader's cache paid for the writer's writes.
+    let small = try readFile(events + "/3MiB-1.jsonl")
+    let paid = String(decoding: small, as: UTF8.self).split(separator: "\n").compactMap {
+      (try? JSONSerialization.jsonObject(with: Data($0.utf8))) as? [String: Any]
+    }.filter {
+      $0["type"] as? String == "purge" && $0["container"] as? String == "com.example.reader"
+        && $0["requester"] as? String == "com.example.writer"
+    }
+    #expect(!paid.isEmpty, "the reader's cache paid for the writer's writes")
+    let large = String(decoding: try readFile(events + "/16MiB-1.jsonl"), as: UTF8.self)
+    #expect(!large.contains("\"type\":\"purge\""), "nothing purged at 16 MiB")
+    // The page: the pair's cell, as the log adds it up.
+    let bytes = paid.reduce(0) { $0 + (($1["bytes"] as? NSNumber)?.int64Value ?? 0) }
+    let html = String(decoding: try readFile(page), as: UTF8.self)
+    #expect(
+      html.contains(
+        "data-capacity=\"3145728\" data-cache=\"com.example.reader\" data-writer=\"com.example.writer\" data-bytes=\"\(bytes)\""
+      ),
+      "the page's cell for the pair")
+    try Command.shell(
+      "python3 -c 'import sys, xml.dom.minidom; xml.dom.minidom.parse(sys.argv[1])' \(shellQuote(page))")
+  }
+
   @Test("a write in one app purges the others' caches; the events name both containers")
   func deviceWidePurgeEvents() throws {
     let fixture = try Self.device(["--capacity", "4M"])
