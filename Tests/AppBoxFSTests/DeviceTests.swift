@@ -47,9 +47,9 @@ struct DeviceTests {
       #expect(metadata.identifier.name == path.split(separator: "/").last.map(String.init))
     }
     #expect(
-      try box.getxattr(Sandbox.app(Self.a), "user.appbox.device-state") == "UNLOCKED",
+      try box.getxattrText(Sandbox.app(Self.a), "user.appbox.device-state") == "UNLOCKED",
       "a container root reads as a mount's root")
-    #expect(try box.getxattr("", "user.appbox.device-state") == "UNLOCKED")
+    #expect(try box.getxattrText("", "user.appbox.device-state") == "UNLOCKED")
     try box.expectExactDeviceBooks()
   }
 

@@ -55,37 +55,47 @@ extension Sandbox {
     }
   }
 
-  /// Expects the books to be exact (``expectExactBooks(sourceLocation:)``) and each
-  /// container's usage to be what a fresh mount-time scan finds.
+  /// Expects a device's books to be exact: usage by domain, by container and by each
+  /// container's domain as a fresh mount-time scan finds them and as `du` counts each
+  /// container's domain directories, the total as `du` counts the tree, the catalog the
+  /// files and bytes the scan finds, nothing in flight.
   func expectExactDeviceBooks(sourceLocation: SourceLocation = #_sourceLocation) throws {
-    try expectExactBooks(sourceLocation: sourceLocation)
     let rescan = try SandboxFilesystem(
       backingDirectory: backing, configuration: CacheTimeouts(), options: options, driver: InMemoryDriver())
+    let byDomain = { (fs: SandboxFilesystem) in
+      fs.storage.books.withLock { books in
+        Dictionary(uniqueKeysWithValues: StorageDomain.allCases.map { ($0, books.ledger.usage($0)) })
+      }
+    }
+    #expect(byDomain(fs) == byDomain(rescan), "usage by domain", sourceLocation: sourceLocation)
     #expect(containerUsage == Self.containerUsage(of: rescan), "usage by container", sourceLocation: sourceLocation)
+    #expect(tracked == Self.trackedBytes(of: rescan), "catalogued bytes", sourceLocation: sourceLocation)
+    #expect(
+      fs.storage.books.withLock { $0.catalog.count } == rescan.storage.books.withLock { $0.catalog.count },
+      "catalogued files", sourceLocation: sourceLocation)
+    #expect(used == Self.diskUsage(backing), "used against du", sourceLocation: sourceLocation)
+    for (number, container) in fs.device?.all ?? [:] {
+      let root = container.components.map { String(decoding: $0, as: UTF8.self) }.joined(separator: "/")
+      for directory in container.kind.fixedDirectories where directory.domain != .library {
+        let usage = fs.storage.books.withLock { $0.ledger.usage(StorageArea(number, directory.domain)) }
+        #expect(
+          usage == Self.diskUsage(backing + "/" + root + "/" + directory.path),
+          "\(container.id) \(directory.domain) against du", sourceLocation: sourceLocation)
+      }
+    }
+    #expect(fs.storage.books.withLock { $0.inFlight.isEmpty }, sourceLocation: sourceLocation)
   }
 
-  /// `rmdir`.
-  func rmdir(_ path: String) throws(Errno) {
-    let (parent, name) = try parent(of: path)
-    try FileName.withBytes(name) { (name) throws(Errno) in try fs.rmdir(Self.root, parent: parent, name: name) }
-  }
-
-  /// `link` of `path` as `newPath`.
-  func link(_ path: String, as newPath: String) throws(Errno) {
-    let node = try lookup(path)
-    let (parent, name) = try parent(of: newPath)
-    _ = try FileName.withBytes(name) { (name) throws(Errno) in
-      try fs.link(Self.root, node: node, newParent: parent, newName: name)
+  /// Catalogued bytes by purgeable domain.
+  static func trackedBytes(of fs: SandboxFilesystem) -> [StorageDomain: Int64] {
+    fs.storage.books.withLock { books in
+      Dictionary(uniqueKeysWithValues: StorageDomain.purgeOrder.map { ($0, books.catalog.trackedBytes(domain: $0)) })
     }
   }
 
   /// `getxattr`, as text.
-  func getxattr(_ path: String, _ name: String) throws(Errno) -> String {
-    let node = try lookup(path)
-    return String(
-      decoding: try FileName.withBytes(Array(name.utf8)) { (name) throws(Errno) in
-        try fs.getxattr(Self.root, node: node, name: name)
-      }, as: UTF8.self)
+  func getxattrText(_ path: String, _ name: String) throws(Errno) -> String {
+    String(decoding: try getxattr(path, name), as: UTF8.self)
   }
 
   /// Backing paths below `path` (relative, sorted), for "nothing changed" checks.
