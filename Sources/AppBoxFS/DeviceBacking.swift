@@ -52,6 +52,15 @@ public enum DeviceBacking {
     if device { _ = try read(rootFD: rootFD) }
   }
 
+  /// The apps and their groups of the device whose backing directory is open as `rootFD`,
+  /// read from the containers' metadata through the descriptor (no symlink followed),
+  /// changing nothing (what a backup of it holds).
+  /// - Throws: ``Problem`` when it is not a consistent device.
+  public static func apps(rootFD: Int32) throws(Problem) -> DeviceApps {
+    try checkKind(rootFD: rootFD, device: true)
+    return try read(rootFD: rootFD).apps
+  }
+
   /// Refuses a device's backing for a plain mount (it has `Containers/`) and a plain
   /// sandbox's for a device (it has `Documents/`, `Library/` or `tmp/`).
   static func checkKind(rootFD: Int32, device: Bool) throws(Problem) {
@@ -208,7 +217,7 @@ public enum DeviceBacking {
   /// Opens (`O_PATH`) the directory at `components` below `fd`, making what is missing.
   /// - Throws: EEXIST-like errors when a component is not a directory (ENOTDIR), or the
   ///   calls' errors.
-  static func makeDirectories(_ components: [[UInt8]], in fd: Int32) throws(Errno) -> Int32 {
+  public static func makeDirectories(_ components: [[UInt8]], in fd: Int32) throws(Errno) -> Int32 {
     var current = try Sys.dup(fd)
     for component in components {
       let next = try FileName.withBytes(component) { (name) throws(Errno) -> Int32 in
