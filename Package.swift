@@ -82,7 +82,8 @@ let package = Package(
       dependencies: ["AppBoxEvents", "AppBoxFS", "FilesystemInterface", "Posix", "PropertyLists", "SandboxPolicy"]),
     .testTarget(name: "AppBoxCLITests", dependencies: ["AppBoxCLI", "AppBoxFS", "FilesystemInterface", "Posix"]),
     // Backups without a CLI or a mount: the codecs, the database, restore plans, the engine on temporary directories.
-    .testTarget(name: "AppBoxBackupTests", dependencies: ["AppBoxBackup", "Posix", "PropertyLists", "SandboxPolicy"]),
+    .testTarget(
+      name: "AppBoxBackupTests", dependencies: ["AppBoxBackup", "AppBoxFS", "Posix", "PropertyLists", "SandboxPolicy"]),
     .testTarget(
       name: "AppBoxKitTests", dependencies: ["AppBoxEvents", "AppBoxFS", "AppBoxKit", "Posix", "SandboxPolicy", "appbox"]),
   ]

@@ -238,7 +238,8 @@ public final class BackupWriter {
     }
     sources =
       found.apps.keys.sorted().map {
-        Source(domain: BackupRules.domain(bundleID: $0.name), components: DeviceLayout.components(of: .app, $0), kind: .app)
+        Source(
+          domain: BackupRules.domain(bundleID: $0.name), components: DeviceLayout.components(of: .app, $0), kind: .app)
       }
       + found.groups.keys.sorted().map {
         Source(

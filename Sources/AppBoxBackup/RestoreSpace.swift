@@ -63,7 +63,8 @@ struct RestoreSpace {
 
   /// Counts a file of `bytes` bytes written whole (no holes): a container's metadata.
   mutating func addFile(_ components: [[UInt8]], bytes: Int64) {
-    addFile(components, data: SparseCopy.Measure(data: bytes, blocks: roundedUp(bytes, blockSize) / blockSize, extents: 1))
+    addFile(
+      components, data: SparseCopy.Measure(data: bytes, blocks: roundedUp(bytes, blockSize) / blockSize, extents: 1))
   }
 
   /// Counts another name of a file counted before (a hard link): an entry only.
