@@ -27,20 +27,13 @@ public typealias BackupProgress = (_ items: Int, _ bytes: Int64) -> Void
 public final class BackupWriter {
   /// One container a backup holds: its domain, where it is below the backing directory
   /// (a plain sandbox's is the root) and what kind it is (which says what is backed up).
-  public struct Source: Sendable {
+  private struct Source {
     /// `AppDomain-<bundle id>` or `AppDomainGroup-<group id>`.
-    public var domain: String
+    var domain: String
     /// Its root's path components below the backing directory.
-    public var components: [[UInt8]]
+    var components: [[UInt8]]
     /// An app's or a group's.
-    public var kind: ContainerKind
-
-    /// A source; see the properties.
-    public init(domain: String, components: [[UInt8]], kind: ContainerKind) {
-      self.domain = domain
-      self.components = components
-      self.kind = kind
-    }
+    var kind: ContainerKind
   }
 
   private let backing: String
@@ -297,7 +290,8 @@ public final class BackupWriter {
 
   /// Reads the committed `Manifest.db` back, as a restore will: it must be the file made
   /// (not one renamed into its place) and hold every row written, each domain (every
-  /// container's, on a device) with as many rows as were written to it. A backup that fails this is not reported as made.
+  /// container's, on a device) with as many rows as were written to it. A backup that
+  /// fails this is not reported as made.
   private func checkDatabase(in staging: StagingDirectory) throws(BackupError) {
     let what = "\(staging.path)/\(BackupLayout.database)"
     let fd: Int32
