@@ -2,7 +2,7 @@
 import PackageDescription
 
 // Layers point one way: appbox → AppBoxCLI → (AppBoxBackup, AppBoxFS, FuseBridge); AppBoxFS →
-// (FilesystemInterface, Posix, SandboxPolicy); FuseBridge → (FilesystemInterface, CFuse…).
+// (FilesystemInterface, Posix, PropertyLists, SandboxPolicy); FuseBridge → (FilesystemInterface, CFuse…).
 // FilesystemInterface holds the filesystem protocol and its value types, free of FUSE
 // types: AppBoxFS implements it, FuseBridge drives it on a mount, AppBoxFSTests in memory.
 // Only FuseBridge imports libfuse: CFuse (the shim header) and CFuseDevice (the session's
@@ -13,9 +13,10 @@ import PackageDescription
 // log's bounds; the daemon (AppBoxFS) writes it, AppBoxReport, the CLI and AppBoxKit read
 // it. AppBoxKit is a client library for programs run in a sandbox: Posix, SandboxPolicy,
 // AppBoxEvents and PlainFoundation, never the filesystem. AppBoxBackup is the backup
-// engine and its formats (Manifest.db through CSQLite, libsqlite3; property lists; MBFile
-// records): AppBoxFS (the backing's class attributes), Posix, SandboxPolicy (what a backup
-// holds), no FUSE, no CLI.
+// engine and its formats (Manifest.db through CSQLite, libsqlite3; MBFile records):
+// AppBoxFS (the backing's class attributes), Posix, PropertyLists, SandboxPolicy (what a
+// backup holds), no FUSE, no CLI. PropertyLists is the one property-list codec (pure
+// Swift), for a backup's plists and a device's container metadata.
 // Example programs, one small executable each (Examples/DIRECTORY/main.swift), written as
 // for iOS with `import AppBoxKit`; MountTests runs them under `appbox run`.
 let examples: [(directory: String, name: String)] = [
@@ -50,8 +51,10 @@ let package = Package(
     .target(name: "AppBoxEvents", dependencies: ["SandboxPolicy"]),
     .target(name: "FilesystemInterface", dependencies: ["Posix"]),
     .target(name: "FuseBridge", dependencies: ["CFuse", "CFuseDevice", "FilesystemInterface", "Posix"]),
-    .target(name: "AppBoxFS", dependencies: ["AppBoxEvents", "FilesystemInterface", "Posix", "SandboxPolicy"]),
-    .target(name: "AppBoxBackup", dependencies: ["AppBoxFS", "CSQLite", "Posix", "SandboxPolicy"]),
+    .target(name: "PropertyLists"),
+    .target(
+      name: "AppBoxFS", dependencies: ["AppBoxEvents", "FilesystemInterface", "Posix", "PropertyLists", "SandboxPolicy"]),
+    .target(name: "AppBoxBackup", dependencies: ["AppBoxFS", "CSQLite", "Posix", "PropertyLists", "SandboxPolicy"]),
     // AppBoxReport: event logs into summaries and HTML pages (pure Swift, no syscalls).
     .target(name: "AppBoxReport", dependencies: ["AppBoxEvents", "SandboxPolicy"]),
     .target(
@@ -75,10 +78,12 @@ let package = Package(
     .testTarget(name: "FuseDeviceTests", dependencies: ["CFuseDevice"]),
     // The filesystem driven through its protocol in memory: no kernel, no /dev/fuse.
     .testTarget(
-      name: "AppBoxFSTests", dependencies: ["AppBoxEvents", "AppBoxFS", "FilesystemInterface", "Posix", "SandboxPolicy"]),
+      name: "AppBoxFSTests",
+      dependencies: ["AppBoxEvents", "AppBoxFS", "FilesystemInterface", "Posix", "PropertyLists", "SandboxPolicy"]),
     .testTarget(name: "AppBoxCLITests", dependencies: ["AppBoxCLI", "AppBoxFS", "FilesystemInterface", "Posix"]),
     // Backups without a CLI or a mount: the codecs, the database, restore plans, the engine on temporary directories.
-    .testTarget(name: "AppBoxBackupTests", dependencies: ["AppBoxBackup", "Posix", "SandboxPolicy"]),
+    .testTarget(
+      name: "AppBoxBackupTests", dependencies: ["AppBoxBackup", "AppBoxFS", "Posix", "PropertyLists", "SandboxPolicy"]),
     .testTarget(
       name: "AppBoxKitTests", dependencies: ["AppBoxEvents", "AppBoxFS", "AppBoxKit", "Posix", "SandboxPolicy", "appbox"]),
   ]

@@ -21,11 +21,12 @@ scratch_remove() {
   rm -rf "$SCRATCH"
 }
 
-# fresh_ext4 SIZE DIR: makes the filesystem in the scratch directory and mounts it on DIR
+# fresh_ext4 SIZE DIR [MKFS OPTIONS...]: makes the filesystem in the scratch directory
+# (mkfs.ext4 with the options given, e.g. -i 4096 for more inodes) and mounts it on DIR
 # (sets FRESH_LOOP, the loop device).
 fresh_ext4() {
   truncate -s "$1" "$SCRATCH/fs.img"
-  mkfs.ext4 -q -F -E lazy_itable_init=0,lazy_journal_init=0 "$SCRATCH/fs.img"
+  mkfs.ext4 -q -F -E lazy_itable_init=0,lazy_journal_init=0 "${@:3}" "$SCRATCH/fs.img"
   FRESH_LOOP=$(losetup --find --show --direct-io=on "$SCRATCH/fs.img")
   mkdir -p "$2"
   mount "$FRESH_LOOP" "$2"

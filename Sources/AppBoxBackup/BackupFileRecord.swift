@@ -1,3 +1,4 @@
+import PropertyLists
 import SandboxPolicy
 
 /// One item of an iOS backup: a row of `Manifest.db`'s `Files` table and its `file`

@@ -85,6 +85,8 @@ public final class BackupRestorer {
   private var rootMode: mode_t = 0o755
   /// The block size of the target's filesystem.
   private var blockSize: Int64 = 4096
+  /// The kind of container being written.
+  private var rootKind = ContainerKind.app
 
   private let progress: BackupProgress?
   /// Where tests act as a racing user would.
@@ -197,17 +199,49 @@ public final class BackupRestorer {
   public func restore(_ database: ManifestDatabase, domain: String, into target: TargetDirectory, capacity: Int64?)
     throws(BackupError) -> Summary
   {
-    (summary, stack, directoryRows, restoredInodes) = (Summary(), [], [], [:])
+    summary = Summary()
     try StagingDirectory.checkNewOrEmpty(target, verb: "restore")
+    let space = try spaceAvailable(in: target)
+    blockSize = space.blockSize
+    var needed = RestoreSpace(blockSize: blockSize)
+    let prepared = try prepare(database, domain: domain, kind: .app, prefix: [], &needed)
+    let estimate = needed.total()
+    summary.spaceNeeded = estimate.bytes
+    try refuseUnlessItFits(estimate, space, capacity: capacity, target: target)
+    hooks.checked?()
+
+    let staging = try StagingDirectory(for: target, purpose: "restore", verb: "restore")
+    hooks.stagingMade?(staging.path)
+    do throws(BackupError) {
+      try write(prepared, database, into: staging.fd, path: staging.path, recordsDefault: true)
+      try staging.commit()
+    } catch {
+      throw error.adding(staging.discard())
+    }
+    return summary
+  }
+
+  /// One domain, checked and measured (the first pass), ready to write.
+  private struct Prepared {
+    let plan: RestorePlan
+    let checked: [Checked]
+  }
+
+  /// The first pass over `domain`, restored into a container of `kind` at `prefix` below
+  /// the target: every row, record and file checked, the space it takes added to `space`.
+  /// Writes nothing.
+  private func prepare(
+    _ database: ManifestDatabase, domain: String, kind: ContainerKind, prefix: [[UInt8]], _ space: inout RestoreSpace
+  ) throws(BackupError) -> Prepared {
     let rows: [RestorePlan.Row]
     do throws(ManifestDatabase.Failure) { rows = try database.entries(domain: domain) } catch {
       throw BackupError(.badData, "\(backup)/Manifest.db: \(error)")
     }
     let plan: RestorePlan
-    do throws(RestoreProblem) { plan = try RestorePlan(rows) } catch {
+    do throws(RestoreProblem) { plan = try RestorePlan(rows, kind: kind) } catch {
       throw BackupError(.badData, "bad backup: \(error)")
     }
-    summary.skipped = plan.skipped
+    summary.skipped += plan.skipped
     let descriptors = ResourceLimits.raiseOpenFiles()
     guard UInt64(plan.depth) + Self.spareDescriptors <= descriptors else {
       throw BackupError(
@@ -215,45 +249,153 @@ public final class BackupRestorer {
         "the backup nests \(plan.depth) directories deep; a restore holds one descriptor per level, and this process may open \(descriptors) (ulimit -n)"
       )
     }
-    let space = try spaceAvailable(in: target)
-    blockSize = space.blockSize
-    var needed = RestoreSpace(blockSize: blockSize)
-    let checked = try check(plan, database, &needed)
-    let estimate = needed.total()
-    summary.spaceNeeded = estimate.bytes
-    try refuseUnlessItFits(estimate, space, capacity: capacity, target: target)
-    hooks.checked?()
+    let checked = try check(plan, database, prefix: prefix, &space)
+    return Prepared(plan: plan, checked: checked)
+  }
 
-    let staging = try StagingDirectory(for: target, purpose: "restore", verb: "restore")
-    rootFD = staging.fd
-    hooks.stagingMade?(staging.path)
+  /// The second pass: makes the container's layout in the directory `fd` (at `path`,
+  /// for messages) and its items. `recordsDefault`: the directory is a backing root,
+  /// which records the container default class.
+  private func write(
+    _ prepared: Prepared, _ database: ManifestDatabase, into fd: Int32, path: String, recordsDefault: Bool
+  ) throws(BackupError) {
+    (stack, directoryRows, restoredInodes) = ([], [], [:])
+    rootFD = fd
     do throws(BackupError) {
-      try makeLayout()
-      for (index, item) in plan.items.enumerated() where !checked[index].excluded {
-        try restore(item, checked[index], database)
+      try makeLayout(prepared.plan.kind, recordsDefault: recordsDefault)
+      for (index, item) in prepared.plan.items.enumerated() where !prepared.checked[index].excluded {
+        try restore(item, prepared.checked[index], database)
         progress?(summary.files + summary.directories + summary.symlinks, summary.bytes)
       }
       closeDirectories(keeping: 0)
       try applyDirectoryModes()
       do throws(Errno) { try Sys.fchmod(rootFD, rootMode) } catch {
-        throw BackupError(.system, "cannot set the mode of \(staging.path): \(error)")
+        throw BackupError(.system, "cannot set the mode of \(path): \(error)")
+      }
+    } catch {
+      closeDirectories(keeping: 0)
+      throw error
+    }
+  }
+
+  /// One container of a device restore: its kind, id and domain, and an app's groups.
+  public struct DeviceContainer: Sendable {
+    public var kind: ContainerKind
+    public var id: ContainerIdentifier
+    public var domain: String
+    public var groups: [ContainerIdentifier]
+
+    /// A container; see the properties.
+    public init(kind: ContainerKind, id: ContainerIdentifier, domain: String, groups: [ContainerIdentifier] = []) {
+      self.kind = kind
+      self.id = id
+      self.domain = domain
+      self.groups = groups
+    }
+  }
+
+  /// Restores `containers` into `target` (new or empty) as a device's backing directory
+  /// (docs/reference.md#a-device): each in its place under `Containers/`, with its
+  /// metadata file, every check and the space of them all first, then everything built in
+  /// one staging directory renamed into place at the end.
+  /// - Parameter capacity: the capacity of the device to be mounted there, if given.
+  public func restoreDevice(
+    _ database: ManifestDatabase, containers: [DeviceContainer], into target: TargetDirectory, capacity: Int64?
+  ) throws(BackupError) -> Summary {
+    summary = Summary()
+    try StagingDirectory.checkNewOrEmpty(target, verb: "restore")
+    let space = try spaceAvailable(in: target)
+    blockSize = space.blockSize
+    // The device's own directories, and each container's root and fixed directories.
+    var needed = RestoreSpace(
+      blockSize: blockSize,
+      directories: DeviceLayout.creationOrder.map(\.components)
+        + containers.flatMap { container in
+          let root = DeviceLayout.components(of: container.kind, container.id)
+          return [root] + container.kind.fixedDirectories.map { root + $0.components }
+        })
+    var prepared: [Prepared] = []
+    var metadata: [ContainerMetadata] = []
+    for container in containers {
+      let root = DeviceLayout.components(of: container.kind, container.id)
+      prepared.append(
+        try prepare(database, domain: container.domain, kind: container.kind, prefix: root, &needed))
+      let made = ContainerMetadata(
+        identifier: container.id, kind: container.kind, groups: container.groups, uuid: BackupPlists.randomUUID())
+      needed.addFile(root + [DeviceLayout.metadataFileName], bytes: Int64(made.encoded.count))
+      metadata.append(made)
+    }
+    let estimate = needed.total()
+    summary.spaceNeeded = estimate.bytes
+    try refuseUnlessItFits(estimate, space, capacity: capacity, target: target)
+    hooks.checked?()
+    let staging = try StagingDirectory(for: target, purpose: "restore", verb: "restore")
+    hooks.stagingMade?(staging.path)
+    do throws(BackupError) {
+      do throws(Errno) {
+        for directory in DeviceLayout.creationOrder {
+          Sys.close(try DeviceBacking.makeDirectories(directory.components, in: staging.fd))
+        }
+        try Xattr.set(
+          staging.fd, name: DefaultProtection.attributeName, value: Array(ProtectionClass.containerDefault.name.utf8))
+      } catch {
+        throw BackupError(.system, "cannot make the device's directories: \(error)")
+      }
+      for (index, container) in containers.enumerated() {
+        let components = DeviceLayout.components(of: container.kind, container.id)
+        let shown = staging.path + "/" + components.map { String(decoding: $0, as: UTF8.self) }.joined(separator: "/")
+        let fd: Int32
+        do throws(Errno) {
+          let parent = try DeviceBacking.makeDirectories(container.kind.parentComponents, in: staging.fd)
+          defer { Sys.close(parent) }
+          fd = try makeDirectory(
+            parent, (container.id.bytes + [0]).map { CChar(bitPattern: $0) }, mode: 0o755, existing: false)
+        } catch {
+          throw BackupError(.system, "cannot make \(shown): \(error)")
+        }
+        defer { Sys.close(fd) }
+        try write(prepared[index], database, into: fd, path: shown, recordsDefault: false)
+        do throws(Errno) {
+          let file = try Sys.openat(
+            fd, (DeviceLayout.metadataFileName + [0]).map { CChar(bitPattern: $0) },
+            O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o644)
+          defer { Sys.close(file) }
+          try Sys.writeAll(file, metadata[index].encoded)
+        } catch {
+          throw BackupError(.system, "cannot write the metadata of \(shown): \(error)")
+        }
       }
       try staging.commit()
     } catch {
-      closeDirectories(keeping: 0)
       throw error.adding(staging.discard())
     }
     return summary
+  }
+
+  /// The app and group domains of the backup, and each app's groups as its `Manifest.plist`
+  /// lists them (AppBox's backups of a device; a device's own backups do not say).
+  public func deviceDomains(_ database: ManifestDatabase) throws(BackupError) -> (
+    apps: [String], groups: [String], members: [String: [String]]
+  ) {
+    let domains: [String]
+    do throws(ManifestDatabase.Failure) { domains = try database.domains() } catch {
+      throw BackupError(.badData, "\(backup)/Manifest.db: \(error)")
+    }
+    let manifest = try member(BackupLayout.manifest, limit: Self.manifestLimit) ?? []
+    return (
+      domains.compactMap(BackupRules.bundleID(ofDomain:)).sorted(),
+      domains.compactMap(BackupRules.groupID(ofDomain:)).sorted(), BackupPlists.groups(manifest: manifest)
+    )
   }
 
   // MARK: - First pass: check, write nothing
 
   /// Reads every record and every file's bytes of the plan, checks them, decides what is
   /// excluded and what is a hard link, and adds up what the restore will write
-  /// (``RestoreSpace``).
-  private func check(_ plan: RestorePlan, _ database: ManifestDatabase, _ space: inout RestoreSpace)
-    throws(BackupError) -> [Checked]
-  {
+  /// (``RestoreSpace``), its items at `prefix` below the target.
+  private func check(
+    _ plan: RestorePlan, _ database: ManifestDatabase, prefix: [[UInt8]], _ space: inout RestoreSpace
+  ) throws(BackupError) -> [Checked] {
     var checked: [Checked] = []
     checked.reserveCapacity(plan.items.count)
     var excludedDirectory: [[UInt8]]?
@@ -276,15 +418,15 @@ public final class BackupRestorer {
       entry.extraBlocks = Self.extraBlocks(record, protection, blockSize: space.blockSize)
       switch item.kind {
       case .directory:
-        space.addDirectory(item.components)
+        space.addDirectory(prefix + item.components)
         space.addAttributes(blocks: entry.extraBlocks)
       case .symlink:
-        space.addSymlink(item.components, targetLength: record.target?.count ?? 0)
+        space.addSymlink(prefix + item.components, targetLength: record.target?.count ?? 0)
       case .file:
         if record.inode != 0, lastOfInode[record.inode] == record.size {
           // Another name of a file counted before: its attributes are that file's.
           entry.linked = true
-          space.addLink(item.components)
+          space.addLink(prefix + item.components)
         } else {
           let source = try openContent(item, size: record.size)
           defer { Sys.close(source) }
@@ -296,7 +438,7 @@ public final class BackupRestorer {
               .system, "cannot read \(backup)/\(BackupLayout.contentPath(fileID: item.row.fileID)): \(error)")
           }
           entry.data = measure.data
-          space.addFile(item.components, data: measure)
+          space.addFile(prefix + item.components, data: measure)
           space.addAttributes(blocks: entry.extraBlocks)
           if record.inode != 0 { lastOfInode[record.inode] = record.size }
         }
@@ -446,7 +588,7 @@ public final class BackupRestorer {
     if record.mode & 0o6000 != 0, record.kind != .symlink { summary.setIDDropped += 1 }
     switch record.kind {
     case .directory:
-      let existing = RestorePlan.layoutDirectories.contains(components)
+      let existing = RestorePlan.layoutDirectories(of: rootKind).contains(components)
       let fd: Int32
       do throws(Errno) {
         // The sandbox's own directories are made first; a row may only describe them.
@@ -650,22 +792,27 @@ public final class BackupRestorer {
     return fd
   }
 
-  /// The sandbox's fixed directories (Caches and tmp empty) and its default class.
-  private func makeLayout() throws(BackupError) {
+  /// The container's fixed directories (Caches and tmp empty) and, for a backing root,
+  /// its default class.
+  private func makeLayout(_ kind: ContainerKind, recordsDefault: Bool) throws(BackupError) {
+    rootKind = kind
     do throws(Errno) {
-      // One component at a time, each through its parent's descriptor.
-      let library = try makeDirectory(rootFD, Array("Library".utf8CString), mode: 0o755, existing: false)
-      defer { Sys.close(library) }
-      for (parent, name) in [
-        (rootFD, "Documents"), (library, "Application Support"), (library, "Preferences"), (library, "Caches"),
-        (rootFD, "tmp"),
-      ] {
-        let fd = try makeDirectory(parent, Array(name.utf8CString), mode: 0o755, existing: false)
-        defer { Sys.close(fd) }
-        if name == "Documents" { rootMode = mode_t(try Sys.fstat(fd).st_mode & 0o777) }
+      // One component at a time, each through its parent's descriptor (the layout
+      // lists parents first).
+      var opened: [[[UInt8]]: Int32] = [[]: rootFD]
+      defer { for (components, fd) in opened where !components.isEmpty { Sys.close(fd) } }
+      for directory in kind.fixedDirectories {
+        let components = directory.components
+        guard let parent = opened[Array(components.dropLast())] else { throw Errno.noEntry }
+        let fd = try makeDirectory(
+          parent, (components[components.count - 1] + [0]).map { CChar(bitPattern: $0) }, mode: 0o755, existing: false)
+        opened[components] = fd
+        if directory == kind.fixedDirectories[0] { rootMode = mode_t(try Sys.fstat(fd).st_mode & 0o777) }
       }
-      try Xattr.set(
-        rootFD, name: DefaultProtection.attributeName, value: Array(ProtectionClass.containerDefault.name.utf8))
+      if recordsDefault {
+        try Xattr.set(
+          rootFD, name: DefaultProtection.attributeName, value: Array(ProtectionClass.containerDefault.name.utf8))
+      }
     } catch {
       throw BackupError(.system, "cannot make the sandbox's directories: \(error)")
     }

@@ -1,5 +1,6 @@
 import AppBoxFS
 import Posix
+import PropertyLists
 import SandboxPolicy
 
 #if canImport(Glibc)
@@ -24,13 +25,32 @@ public typealias BackupProgress = (_ items: Int, _ bytes: Int64) -> Void
 /// `Manifest.db`, the plists) has mode 0600, whatever the umask. Holes of sparse files
 /// stay holes in the copies.
 public final class BackupWriter {
+  /// One container a backup holds: its domain, where it is below the backing directory
+  /// (a plain sandbox's is the root) and what kind it is (which says what is backed up).
+  private struct Source {
+    /// `AppDomain-<bundle id>` or `AppDomainGroup-<group id>`.
+    var domain: String
+    /// Its root's path components below the backing directory.
+    var components: [[UInt8]]
+    /// An app's or a group's.
+    var kind: ContainerKind
+  }
 
   private let backing: String
   /// The sandbox's owner, when it is another user's: what is read is read with their
   /// rights (``init(backing:owner:bundleID:dryRun:progress:)``).
   private let owner: UserCredentials?
-  private let bundleID: String
-  private let domain: String
+  /// Whether the backing directory is a device's: its apps and groups are read from it
+  /// when the backup runs.
+  private let device: Bool
+  /// The apps the plists name, with their groups.
+  private var apps: [(bundleID: String, groups: [String])]
+  private var sources: [Source]
+  /// The container being walked: its domain, kind and path (the report's paths start
+  /// with it on a device).
+  private var domain = ""
+  private var kind = ContainerKind.app
+  private var prefix: [[UInt8]] = []
   private let dryRun: Bool
   private let progress: BackupProgress?
   /// Where tests act as a racing user would.
@@ -41,8 +61,8 @@ public final class BackupWriter {
   private var database: ManifestDatabase?
   /// The status of `Manifest.db` when it was made, to know it again.
   private var databaseFile: stat?
-  /// The rows inserted into `Manifest.db`.
-  private var rowsWritten: Int64 = 0
+  /// The rows inserted into `Manifest.db`, by domain.
+  private var rowsWritten: [String: Int64] = [:]
   private var staging: StagingDirectory?
   private var outFD: Int32 { staging?.fd ?? -1 }
   private var buckets: [String: Int32] = [:]
@@ -71,8 +91,24 @@ public final class BackupWriter {
   ) {
     self.backing = backing
     self.owner = owner
-    self.bundleID = bundleID
-    self.domain = BackupRules.domain(bundleID: bundleID)
+    self.device = false
+    self.apps = [(bundleID, [])]
+    self.sources = [Source(domain: BackupRules.domain(bundleID: bundleID), components: [], kind: .app)]
+    self.dryRun = dryRun
+    self.progress = progress
+  }
+
+  /// A writer for a device's backing directory (docs/reference.md#a-device): one domain
+  /// per app and per App Group, as the containers' metadata files say when the backup
+  /// runs (read through the backing directory's descriptor, with `owner`'s credentials
+  /// when it is another user's, as everything else); `Manifest.plist` lists every app with
+  /// its groups. `owner` as for ``init(backing:owner:bundleID:dryRun:progress:)``.
+  public init(device backing: String, owner: UserCredentials? = nil, dryRun: Bool, progress: BackupProgress? = nil) {
+    self.backing = backing
+    self.owner = owner
+    self.device = true
+    self.apps = []
+    self.sources = []
     self.dryRun = dryRun
     self.progress = progress
   }
@@ -101,8 +137,15 @@ public final class BackupWriter {
       hooks.stagingMade?(made.path)
     }
     do throws(BackupError) {
+      if device { try readDevice(rootFD) }
       if let staging { database = try createDatabase(in: staging) }
-      try walk(rootFD)
+      for source in sources {
+        (domain, kind) = (source.domain, source.kind)
+        prefix = source.components
+        let fd = try asOwner { () throws(BackupError) in try openContainer(rootFD, source.components) }
+        defer { Sys.close(fd) }
+        try walk(fd)
+      }
       if let staging {
         try finishDatabase()
         hooks.databaseWritten?(staging.path)
@@ -178,6 +221,49 @@ public final class BackupWriter {
     return try outcome.get()
   }
 
+  /// The device's apps and groups, read from the containers' metadata through `rootFD`
+  /// (under the owner's credentials): the sources to walk and the plists' apps.
+  private func readDevice(_ rootFD: Int32) throws(BackupError) {
+    let found = try asOwner { () throws(BackupError) -> DeviceApps in
+      do throws(DeviceBacking.Problem) { return try DeviceBacking.apps(rootFD: rootFD) } catch {
+        throw BackupError(.badData, "cannot back up the device in \(backing): \(error)")
+      }
+    }
+    sources =
+      found.apps.keys.sorted().map {
+        Source(
+          domain: BackupRules.domain(bundleID: $0.name), components: DeviceLayout.components(of: .app, $0), kind: .app)
+      }
+      + found.groups.keys.sorted().map {
+        Source(
+          domain: BackupRules.groupDomain(groupID: $0.name), components: DeviceLayout.components(of: .group, $0),
+          kind: .group)
+      }
+    apps = found.apps.sorted { $0.key < $1.key }.map { ($0.key.name, $0.value.map(\.name)) }
+  }
+
+  /// A container's directory, opened from `rootFD` one component at a time without
+  /// following a symlink (the caller closes it; a plain sandbox's is the root itself).
+  private func openContainer(_ rootFD: Int32, _ components: [[UInt8]]) throws(BackupError) -> Int32 {
+    var fd: Int32
+    do throws(Errno) { fd = try Sys.dup(rootFD) } catch {
+      throw BackupError(.system, "cannot open \(backing): \(error)")
+    }
+    for (index, component) in components.enumerated() {
+      do throws(Errno) {
+        let next = try Sys.openat(
+          fd, (component + [0]).map { CChar(bitPattern: $0) }, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+        Sys.close(fd)
+        fd = next
+      } catch {
+        Sys.close(fd)
+        let shown = components[...index].map { String(decoding: $0, as: UTF8.self) }.joined(separator: "/")
+        throw BackupError(.system, "cannot open \(backing)/\(shown): \(error)")
+      }
+    }
+    return fd
+  }
+
   // MARK: - Destination
 
   /// `Manifest.db` in the staging directory, mode 0600, opened by SQLite through the
@@ -203,8 +289,9 @@ public final class BackupWriter {
   }
 
   /// Reads the committed `Manifest.db` back, as a restore will: it must be the file made
-  /// (not one renamed into its place) and hold every row written, all of the app's
-  /// domain. A backup that fails this is not reported as made.
+  /// (not one renamed into its place) and hold every row written, each domain (every
+  /// container's, on a device) with as many rows as were written to it. A backup that
+  /// fails this is not reported as made.
   private func checkDatabase(in staging: StagingDirectory) throws(BackupError) {
     let what = "\(staging.path)/\(BackupLayout.database)"
     let fd: Int32
@@ -223,16 +310,19 @@ public final class BackupWriter {
       throw BackupError(.system, "\(what) is not the file the backup wrote: the backup is not kept")
     }
     defer { Sys.close(fd) }
-    let counts: (all: Int64, domain: Int64)
+    let counts: [String: Int64]
     do throws(ManifestDatabase.Failure) {
-      counts = try ManifestDatabase(reading: fd, displayPath: what).rowCounts(domain: domain)
+      counts = try ManifestDatabase(reading: fd, displayPath: what).rowCounts()
     } catch {
       throw BackupError(.system, "\(what) cannot be read back (\(error)): the backup is not kept")
     }
-    guard counts.all == rowsWritten, counts.domain == rowsWritten else {
+    guard counts == rowsWritten else {
+      let found = counts.values.reduce(0, +)
+      let written = rowsWritten.values.reduce(0, +)
+      let differing = Set(counts.keys).union(rowsWritten.keys).sorted().filter { counts[$0] != rowsWritten[$0] }
       throw BackupError(
         .system,
-        "\(what) holds \(counts.all) rows (\(counts.domain) of \(domain)), not the \(rowsWritten) written: the backup is not kept"
+        "\(what) holds \(found) rows, not the \(written) written (\(differing.map { "\($0): \(counts[$0] ?? 0) of \(rowsWritten[$0] ?? 0)" }.joined(separator: ", "))): the backup is not kept"
       )
     }
   }
@@ -260,7 +350,7 @@ public final class BackupWriter {
       stack[top].next += 1
       let directoryFD = stack[top].stream.fd
       let path = stack[top].components + [name.dropLast().map { UInt8(bitPattern: $0) }]
-      let scope = BackupRules.scope(of: path)
+      let scope = BackupRules.scope(of: path, in: kind)
       switch scope {
       case .outside: continue
       case .caches, .tmp:
@@ -356,7 +446,7 @@ public final class BackupWriter {
   ///   device), nested too deep, or excluded (and counted).
   private func find(_ directoryFD: Int32, _ name: [CChar], _ path: [[UInt8]]) throws(BackupError) -> Found? {
     guard path.count <= RestorePlan.maximumDepth else {
-      report.tooDeep.append(BackupReportPath.join(path))  // a restore would refuse the backup
+      report.tooDeep.append(BackupReportPath.join(prefix + path))  // a restore would refuse the backup
       return nil
     }
     let st: stat
@@ -395,7 +485,7 @@ public final class BackupWriter {
     let (attributes, protection) = try readAttributes(fd, path, isSymlink: kind == .symlink)
     if let exclusion = BackupRules.exclusion(attributes) {
       let (files, bytes) = try measure(directoryFD, name, path)
-      report.addExcluded(path, by: exclusion, files: files, bytes: bytes)
+      report.addExcluded(prefix + path, by: exclusion, files: files, bytes: bytes)
       return nil
     }
     var target: [UInt8]?
@@ -423,7 +513,7 @@ public final class BackupWriter {
       guard let copied = try copy(fd, found.opened, fileID: fileID, path: path) else { return nil }
       recorded = copied
     }
-    report.addIncluded(path, kind: kind, bytes: kind == .file ? Int64(recorded.st_size) : 0)
+    report.addIncluded(prefix + path, kind: kind, bytes: kind == .file ? Int64(recorded.st_size) : 0)
     progress?(report.included.files + report.directories, report.included.bytes)
     if let database {
       let record = BackupFileRecord(
@@ -436,7 +526,7 @@ public final class BackupWriter {
       do throws(ManifestDatabase.Failure) {
         try database.insert(
           fileID: fileID, domain: domain, relativePath: relativePath, flags: kind.rawValue, file: record.archive())
-        rowsWritten += 1
+        rowsWritten[domain, default: 0] += 1
       } catch {
         throw BackupError(.system, error.description)
       }
@@ -536,7 +626,7 @@ public final class BackupWriter {
         ).covered
         let after = try Sys.fstat(fd)
         if copied == Int64(before.st_size) && Self.unchanged(before, after) {
-          if attempt > 0 { report.recopied.append(BackupReportPath.join(path)) }
+          if attempt > 0 { report.recopied.append(BackupReportPath.join(prefix + path)) }
           if initial.st_nlink > 1 { linkCopies[key] = (fileID, copied) }
           return before
         }
@@ -547,13 +637,13 @@ public final class BackupWriter {
       // grew and the copy's bytes are still its first bytes, i.e. the file as it was
       // when that copy began.
       if let (before, copied) = lastCopy, try prefixMatches(fd, out, count: copied) {
-        report.grown.append(BackupReportPath.join(path))
+        report.grown.append(BackupReportPath.join(prefix + path))
         var status = before
         status.st_size = off_t(copied)
         return status
       }
       try Sys.unlinkat(bucket, Array(fileID.utf8CString), 0)
-      report.skipped.append(BackupReportPath.join(path))
+      report.skipped.append(BackupReportPath.join(prefix + path))
       return nil
     } catch {
       throw failure("cannot copy", path, error)
@@ -601,14 +691,14 @@ public final class BackupWriter {
   }
 
   private func failure(_ what: String, _ path: [[UInt8]], _ error: Errno) -> BackupError {
-    let name = String(decoding: BackupReportPath.join(path), as: UTF8.self)
+    let name = String(decoding: BackupReportPath.join(prefix + path), as: UTF8.self)
     return BackupError(.system, "\(what) \(name.isEmpty ? backing : name): \(error)")
   }
 
   // MARK: - Plists
 
   private func writePlists() throws(BackupError) {
-    let plists = BackupPlists(bundleID: bundleID, source: backing, now: Clock.unix())
+    let plists = BackupPlists(apps: apps, source: backing, now: Clock.unix())
     for (file, plist, format) in [
       (BackupLayout.manifest, plists.manifest, PropertyList.Format.binary), ("Info.plist", plists.info, .xml),
       ("Status.plist", plists.status, .binary),

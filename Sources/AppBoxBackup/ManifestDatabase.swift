@@ -139,15 +139,14 @@ public final class ManifestDatabase {
     return result
   }
 
-  /// The rows of `Files`, and those of `domain`.
-  func rowCounts(domain: String) throws(Failure) -> (all: Int64, domain: Int64) {
-    var all: Int64 = 0
-    var own: Int64 = 0
-    try query("SELECT COUNT(*), SUM(domain = ?) FROM Files", bind: [domain]) { statement in
-      all = sqlite3_column_int64(statement, 0)
-      own = sqlite3_column_int64(statement, 1)
+  /// The rows of `Files`, by domain.
+  func rowCounts() throws(Failure) -> [String: Int64] {
+    var counts: [String: Int64] = [:]
+    try query("SELECT domain, COUNT(*) FROM Files GROUP BY domain", bind: []) { statement in
+      let domain = Self.text(statement, 0).map { String(decoding: $0, as: UTF8.self) } ?? ""
+      counts[domain, default: 0] += sqlite3_column_int64(statement, 1)
     }
-    return (all, own)
+    return counts
   }
 
   /// Every row of `domain` without its record (`file`), in no particular order.

@@ -58,10 +58,25 @@ struct RestorePlan {
     ["Documents"], ["Library"], ["Library", "Application Support"], ["Library", "Preferences"],
   ].map { $0.map { Array($0.utf8) } }
 
-  /// Checks and orders `rows` (one domain's).
+  /// An App Group container's own directories (Caches is never restored).
+  static let groupLayoutDirectories: [[[UInt8]]] = [["Library"], ["Library", "Preferences"]].map {
+    $0.map { Array($0.utf8) }
+  }
+
+  /// The own directories of a container of `kind`.
+  static func layoutDirectories(of kind: ContainerKind) -> [[[UInt8]]] {
+    kind == .app ? layoutDirectories : groupLayoutDirectories
+  }
+
+  /// What kind of container the rows are restored into.
+  let kind: ContainerKind
+
+  /// Checks and orders `rows` (one domain's, restored into a container of `kind`).
   /// - Throws: ``RestoreProblem`` naming the first row that makes the backup hostile or
   ///   inconsistent.
-  init(_ rows: [Row]) throws(RestoreProblem) {
+  init(_ rows: [Row], kind: ContainerKind = .app) throws(RestoreProblem) {
+    self.kind = kind
+    let layoutDirectories = Self.layoutDirectories(of: kind)
     for row in rows {
       if row.relativePath.isEmpty { continue }  // the domain's own directory
       let components = row.relativePath.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false).map(
@@ -71,7 +86,7 @@ struct RestorePlan {
       else {
         throw RestoreProblem("the path \(Self.text(row.relativePath)) is not a relative path")
       }
-      guard BackupRules.restorableComponents(row.relativePath) != nil else {
+      guard BackupRules.restorableComponents(row.relativePath, in: self.kind) != nil else {
         skipped += 1
         continue
       }
@@ -93,7 +108,7 @@ struct RestorePlan {
           throw RestoreProblem("\(Self.text(row.relativePath)) has the file id \(row.fileID.prefix(80))")
         }
       }
-      if Self.layoutDirectories.contains(components), kind != .directory {
+      if layoutDirectories.contains(components), kind != .directory {
         throw RestoreProblem(
           "\(Self.text(row.relativePath)) is one of the sandbox's own directories; the backup makes it a \(kind == .file ? "file" : "symlink")"
         )

@@ -40,12 +40,16 @@ struct RestoreSpace {
   /// An estimate for a filesystem of `blockSize` blocks, with the sandbox's own
   /// directories (root, Documents, Library and its three, tmp) counted.
   init(blockSize: Int64) {
+    self.init(blockSize: blockSize, directories: ContainerKind.app.fixedDirectories.map(\.components))
+  }
+
+  /// An estimate for a filesystem of `blockSize` blocks, with the root and `directories`
+  /// (paths below it; their parents too) counted: a device's own directories and its
+  /// containers' (docs/reference.md#a-device).
+  init(blockSize: Int64, directories: [[[UInt8]]]) {
     self.blockSize = blockSize
-    for directory in [[]] + RestorePlan.layoutDirectories
-      + [["Library", "Caches"], ["tmp"]].map({ $0.map { Array($0.utf8) } })
-    {
-      addDirectory(directory)
-    }
+    addDirectory([])
+    for directory in directories { addDirectory(directory) }
   }
 
   /// Counts a file: its data, as ``SparseCopy/measure(_:count:blockSize:)`` found it.
@@ -55,6 +59,12 @@ struct RestoreSpace {
     if data.extents > Self.extentsInInode {
       blocks.addSaturating((data.extents + Self.extentsPerBlock - 1) / Self.extentsPerBlock)
     }
+  }
+
+  /// Counts a file of `bytes` bytes written whole (no holes): a container's metadata.
+  mutating func addFile(_ components: [[UInt8]], bytes: Int64) {
+    addFile(
+      components, data: SparseCopy.Measure(data: bytes, blocks: roundedUp(bytes, blockSize) / blockSize, extents: 1))
   }
 
   /// Counts another name of a file counted before (a hard link): an entry only.

@@ -43,8 +43,11 @@ public enum AppBoxCommandLine {
                  write what a device backup holds as an unencrypted iOS backup; its size report
       restore BACKUP --backing DIR [--bundle-id ID]
                  restore an app's backup (AppBox's or a device's) into a new backing directory
-      run [MOUNT OPTIONS] [MOUNTPOINT] -- PROGRAM [ARGUMENTS...]
-                 run a program inside a sandbox (mounted for it, or already mounted)
+      run [MOUNT OPTIONS] [MOUNTPOINT] [--app BUNDLE-ID] -- PROGRAM [ARGUMENTS...]
+                 run a program inside a sandbox (mounted for it, or already mounted);
+                 on a device mount, as one of its apps
+      app install|remove|list MOUNTPOINT ...
+                 the apps and App Groups of a device mount (appbox mount --device)
 
     run appbox mount --help for the mount options
 
@@ -97,7 +100,7 @@ public enum AppBoxCommandLine {
   /// The subcommands, as `appbox COMMAND --help` names them.
   static let subcommands = [
     "mount", "unmount", "umount", "lock", "unlock", "status", "purge", "drop-caches", "events", "resize", "pressure",
-    "report", "experiment", "protect", "backup", "restore", "run",
+    "report", "experiment", "protect", "backup", "restore", "run", "app",
   ]
 
   private static func dispatch(_ command: String, _ rest: [String], whole arguments: [String], fstab: Bool)
@@ -119,6 +122,7 @@ public enum AppBoxCommandLine {
     case "backup": return try BackupCommand.run(rest)
     case "restore": return try RestoreCommand.run(rest)
     case "run": try RunCommand.run(rest)
+    case "app": return try AppCommand.run(rest)
     case "--help", "-h", "help":
       print(help)
       return .success

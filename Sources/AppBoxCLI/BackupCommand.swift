@@ -1,4 +1,5 @@
 import AppBoxBackup
+import AppBoxFS
 import Foundation
 import Posix
 import SandboxPolicy
@@ -13,6 +14,8 @@ enum BackupCommand {
       DIR (new or empty), and prints its size report; --dry-run prints the report alone.
       MOUNT is an AppBox mount, or the backing directory of a sandbox not mounted.
       --bundle-id names the app (default: local.appbox.NAME, NAME the last component of MOUNT)
+      A device (appbox mount --device) is backed up whole: a domain per app
+      (AppDomain-BUNDLE-ID) and per App Group (AppDomainGroup-GROUP-ID); no --bundle-id.
     """
 
   /// Runs the command.
@@ -42,11 +45,14 @@ enum BackupCommand {
     }
     let mount = positional[0]
     let mountpoint = try resolve(mount)
+    let (backing, owner, device) = try backingDirectory(of: mount, resolved: mountpoint)
+    if device, let bundleID {
+      throw CLIError(.usage, "--bundle-id \(bundleID): a device's backup holds every app; leave --bundle-id out")
+    }
     let app = bundleID ?? defaultBundleID(for: mount, resolved: mountpoint)
-    guard BackupRules.isValidBundleID(app) else {
+    guard device || BackupRules.isValidBundleID(app) else {
       throw CLIError(.badValue, "--bundle-id \(app): use letters, digits, '.', '-' and '_' (e.g. com.example.app)")
     }
-    let (backing, owner) = try backingDirectory(of: mount, resolved: mountpoint)
     var target: TargetDirectory?
     if let destination {
       guard !destination.isEmpty else { throw CLIError(.usage, "say where: --to DIR") }
@@ -58,8 +64,10 @@ enum BackupCommand {
       target = resolved
     }
     let progress = ProgressLine(enabled: Sys.isTerminal(2), verb: dryRun ? "measuring" : "backing up")
-    let writer = BackupWriter(
-      backing: backing, owner: owner, bundleID: app, dryRun: dryRun, progress: progress.update)
+    let writer =
+      device
+      ? BackupWriter(device: backing, owner: owner, dryRun: dryRun, progress: progress.update)
+      : BackupWriter(backing: backing, owner: owner, bundleID: app, dryRun: dryRun, progress: progress.update)
     let report: BackupReport
     do throws(BackupError) {
       defer { progress.finish() }
@@ -116,8 +124,10 @@ enum BackupCommand {
   }
 
   /// The backing directory behind an AppBox mount (asked of its daemon), or the
-  /// directory itself when it is a sandbox's backing directory that is not mounted; and
-  /// the sandbox's owner when root backs up another user's mount.
+  /// directory itself when it is a sandbox's or a device's backing directory that is not
+  /// mounted; the sandbox's owner when root backs up another user's mount; and whether it
+  /// is a device (the daemon's status says; a device's backing directory has
+  /// `Containers/`). A daemon that says wrongly gets a backup that refuses the tree.
   ///
   /// The daemon of another user's mount is that user's program and may name any path
   /// (docs/reference.md, "Trust model of backup and restore"): root does not resolve it,
@@ -126,7 +136,7 @@ enum BackupCommand {
   /// path through a symlink or a directory that is not the owner's.
   /// - Parameter mountpoint: `path` resolved.
   static func backingDirectory(of path: String, resolved mountpoint: String) throws(CLIError) -> (
-    String, UserCredentials?
+    String, UserCredentials?, device: Bool
   ) {
     if let mount = try MountTable.mount(at: mountpoint), mount.type == "fuse.appbox" {
       let reply = try ControlClient.send("status", to: try ControlClient.target(mountpoint))
@@ -134,11 +144,12 @@ enum BackupCommand {
       guard let backing = status["backing"] as? String else {
         throw CLIError(.failure, "the daemon of \(mountpoint) did not say where its backing directory is")
       }
+      let device = status["device"] as? Bool ?? false
       if Sys.effectiveUID == 0, let owner = mount.ownerUID, owner != 0 {
         let gid = mount.ownerGID ?? gid_t(owner)
-        return (backing, UserCredentials.of(uid: owner, gid: gid))
+        return (backing, UserCredentials.of(uid: owner, gid: gid), device)
       }
-      return (try resolve(backing), nil)
+      return (try resolve(backing), nil, device)
     }
     var isDirectory: ObjCBool = false
     if FileManager.default.fileExists(atPath: mountpoint + "/Documents", isDirectory: &isDirectory),
@@ -146,9 +157,16 @@ enum BackupCommand {
       FileManager.default.fileExists(atPath: mountpoint + "/Library", isDirectory: &isDirectory),
       isDirectory.boolValue
     {
-      return (mountpoint, nil)
+      return (mountpoint, nil, false)
+    }
+    if FileManager.default.fileExists(atPath: mountpoint + "/Containers", isDirectory: &isDirectory),
+      isDirectory.boolValue
+    {
+      return (mountpoint, nil, true)
     }
     throw CLIError(
-      .noInput, "\(path) is neither an AppBox mount nor a sandbox's backing directory (with Documents and Library)")
+      .noInput,
+      "\(path) is neither an AppBox mount nor a sandbox's backing directory (with Documents and Library, or a device's Containers)"
+    )
   }
 }

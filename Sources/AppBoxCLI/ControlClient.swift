@@ -88,6 +88,9 @@ enum ControlClient {
         throw CLIError(.busy, "the daemon of \(target.mountpoint) gave no answer")
       }
       if answer["refused"] as? Bool == true { throw CLIError(.noPermission, message) }
+      if let code = (answer["code"] as? Int).flatMap({ ExitCode(rawValue: Int32($0)) }) {
+        throw CLIError(code, message)
+      }
       throw CLIError(message == ControlServer.busy ? .busy : .failure, message)
     }
     return reply

@@ -250,6 +250,29 @@ enum StatusText {
     let requests = status["requests"] as? [String: Any] ?? [:]
     let total = requests.values.reduce(0) { $0 + ((($1 as? NSNumber)?.intValue) ?? 0) }
     lines.append("  requests:    \(total) taken from the kernel (by operation in --json)")
+    if status["device"] as? Bool == true {
+      lines.append("  containers:  (a device; the device's own directories: \(bytes("deviceUsed")))")
+      lines += containers(status["containers"] as? [[String: Any]] ?? []).map { "    " + $0 }
+    }
     return lines.joined(separator: "\n")
+  }
+
+  /// One line per container of a device: its id, kind, groups or members, and usage.
+  static func containers(_ containers: [[String: Any]]) -> [String] {
+    guard !containers.isEmpty else { return ["no apps installed"] }
+    let width = containers.map { ($0["id"] as? String ?? "").count }.max() ?? 0
+    return containers.map { container in
+      func bytes(_ key: String, in object: [String: Any]) -> String {
+        ByteCount((object[key] as? NSNumber)?.int64Value ?? 0).formatted
+      }
+      let id = (container["id"] as? String ?? "?").padding(toLength: width, withPad: " ", startingAt: 0)
+      let kind = container["kind"] as? String ?? "?"
+      let related = (container[kind == "app" ? "groups" : "members"] as? [String] ?? []).joined(separator: ", ")
+      let usage = container["usage"] as? [String: Any] ?? [:]
+      let purgeable = container["purgeable"] as? [String: Any] ?? [:]
+      return "\(id)  \(kind.padding(toLength: 5, withPad: " ", startingAt: 0))  used \(bytes("used", in: container))"
+        + " (caches \(bytes("caches", in: usage)), tmp \(bytes("tmp", in: usage)); purgeable \(bytes("caches", in: purgeable)) + \(bytes("tmp", in: purgeable)))"
+        + (related.isEmpty ? "" : kind == "app" ? "  groups: \(related)" : "  members: \(related)")
+    }
   }
 }

@@ -12,7 +12,8 @@ import Synchronization
 /// Requests: `lock`, `unlock`, `status`, `descriptors`, `drop-caches`, `purge bytes N`,
 /// `purge domain caches|tmp`, `purge older-than SECONDS [caches|tmp]`, `resize BYTES
 /// resize|schedule`, and `run allow|deny` (``DeviceControlGate``, which may refuse the
-/// requests that change the device).
+/// requests that change the device); on a device, `app-install BUNDLE-ID [GROUP-ID…]`,
+/// `app-remove BUNDLE-ID`, `app-list` and `app-run BUNDLE-ID` (``ControlServer+Apps``).
 /// Connections are served concurrently, each on
 /// a thread of its own with a read timeout, so an idle client holds up no one; at most
 /// ``maximumConnections`` at a time, of which the programs of refusing runs hold only a
@@ -20,14 +21,19 @@ import Synchronization
 /// and changes nothing.
 final class ControlServer: Sendable {
   private let listener: Int32
-  private let filesystem: SandboxFilesystem
+  let filesystem: SandboxFilesystem
   /// Where the filesystem is mounted (absolute, resolved).
-  private let mountpoint: String
+  let mountpoint: String
   private let owner = Sys.effectiveUID
   /// Connections being served now.
   private let active = Mutex(0)
   /// Who may change the device: the runs of `appbox run` and their programs.
   private let gate = DeviceControlGate()
+  /// The runs of `appbox run --app` by app, which keep their app installed.
+  let appRuns = AppRuns()
+  /// Held while a removal checks for runs and removes, and while a run registers, so that
+  /// no run starts in an app being removed. Lock order: taken before the filesystem's.
+  let appChanges = Mutex(())
 
   /// Connections served at once; more are answered "busy" and closed.
   static let maximumConnections = 16
@@ -114,7 +120,7 @@ final class ControlServer: Sendable {
       request.removeLast(" progress".count)
       progress = purgeProgress(to: connection)
     }
-    reply(connection, gate.answer(request, peer: peer.pid) ?? handle(request, progress: progress))
+    reply(connection, gate.answer(request, peer: peer.pid) ?? handle(request, peer: peer.pid, progress: progress))
   }
 
   /// Progress lines of a purge for a client that asked (`purge … progress`), paced
@@ -143,14 +149,21 @@ final class ControlServer: Sendable {
     "{\"ok\":false,\"error\":\(JSONText.quoted(message))}"
   }
 
+  /// An error reply with the exit code `appbox` exits with.
+  static func error(_ message: String, code: ExitCode) -> String {
+    "{\"ok\":false,\"error\":\(JSONText.quoted(message)),\"code\":\(code.rawValue)}"
+  }
+
   /// A refusal of a request the peer may not make (`appbox` exits 77 on it).
   static func refusal(_ message: String) -> String {
     "{\"ok\":false,\"error\":\(JSONText.quoted(message)),\"refused\":true}"
   }
 
-  /// Answers one request (`progress`: where a purge reports how far it got).
-  func handle(_ request: String, progress: PurgeProgress? = nil) -> String {
+  /// Answers one request from process `peer` (`progress`: where a purge reports how far
+  /// it got).
+  func handle(_ request: String, peer: pid_t, progress: PurgeProgress? = nil) -> String {
     let words = request.split(separator: " ").map(String.init)
+    if let verb = words.first, verb.hasPrefix("app-") { return handleApp(verb, Array(words.dropFirst()), peer: peer) }
     switch (words.first, words.count) {
     case ("lock", 1):
       return "{\"ok\":true,\"state\":\(JSONText.quoted(filesystem.lock().name))}"

@@ -72,6 +72,9 @@ struct Daemon {
     // Before anything touches the backing directory: one mount per backing directory. The
     // lock's descriptor is never closed: the kernel releases it when the daemon exits.
     _ = try BackingLock.acquire(backing)
+    do throws(DeviceBacking.Problem) { try DeviceBacking.check(backing, device: request.sandbox.device) } catch {
+      throw CLIError(error.errno == nil ? .badValue : .noInput, "cannot mount \(backing): \(error)")
+    }
     // This mount's own event log, named by its id (earlier mounts' logs stay beside it).
     let log = try EventLogDirectory(path: files.eventLogs, owner: Sys.effectiveUID).createLog()
     let filesystem: SandboxFilesystem

@@ -50,7 +50,7 @@ final class DeviceControlGate: Sendable {
   private let log: @Sendable (String) -> Void
 
   /// The requests that change the device.
-  static let guardedRequests: Set<String> = ["lock", "unlock", "purge", "resize"]
+  static let guardedRequests: Set<String> = ["lock", "unlock", "purge", "resize", "app-install", "app-remove"]
   /// How often an ancestry walk that raced with an exiting process is tried again.
   static let walkAttempts = 8
   /// The deepest ancestry followed; a deeper one is unknown (refused), never cut short.

@@ -6,12 +6,15 @@ import SandboxPolicy
 /// `appbox experiment --capacities LIST [--runs N] [--template DIR] [--output FILE.html]
 /// [--events-dir DIR] [MOUNT OPTIONS] -- PROGRAM ARGS…`: runs a program under `appbox run`
 /// once per capacity and run, each on a fresh copy of a template sandbox, and compares
-/// what the purges cost it.
+/// what the purges cost it. With `--app BUNDLE-ID=COMMAND` (several), each run is a
+/// device: one program per app, all at once, and whose caches paid for whose writes.
 enum ExperimentCommand {
   static let usage = """
     usage: appbox experiment --capacities SIZE,SIZE,... [--runs N] [--template DIR]
                              [--purge-policies POLICY,...] [--output FILE.html]
                              [--events-dir DIR] [MOUNT OPTIONS] -- PROGRAM [ARGUMENTS...]
+           appbox experiment --capacities SIZE,SIZE,... [OPTIONS]
+                             --app BUNDLE-ID=COMMAND [--app BUNDLE-ID=COMMAND]... [--group GROUP-ID]...
 
       Runs PROGRAM as appbox run does, once per capacity and run (--runs, default 1),
       each time in a new sandbox: a copy of --template (a backing directory, copied with
@@ -25,6 +28,13 @@ enum ExperimentCommand {
       each (logs CAPACITY-POLICY-RUN.jsonl). Other options are appbox mount's (not
       --capacity, --backing, --foreground). Exits 0 once every run is done, whatever
       the program's statuses (the table shows them).
+
+      With --app, each run is a device (appbox mount --device): every app is installed
+      (a member of each --group), and its COMMAND (run by /bin/sh -c) starts as that app
+      (appbox run MOUNT --app BUNDLE-ID), all at once; the run ends when the last one has.
+      A second table shows, per container, what was purged from it, how much of that paid
+      for other apps' writes, what other caches paid for its writes, and its purge cost;
+      the page adds who paid for whom.
     """
 
   /// The most runs at one capacity, and the most capacities.
@@ -42,6 +52,15 @@ enum ExperimentCommand {
     var eventsDirectory: String?
     var mountOptions: [String] = []
     var program: [String] = []
+    /// A device's apps and their commands (`--app`), in order.
+    var apps: [(id: ContainerIdentifier, command: String)] = []
+    /// The groups every app is a member of (`--group`).
+    var groups: [ContainerIdentifier] = []
+
+    /// What the table and page name the experiment by.
+    var title: [String] {
+      apps.isEmpty ? program : apps.map { "\($0.id)=\($0.command)" }
+    }
   }
 
   static func run(_ arguments: [String]) throws(CLIError) -> ExitCode {
@@ -77,9 +96,13 @@ enum ExperimentCommand {
     }
     let rows = ExperimentRow.rows(results)
     if let output = plan.output {
-      try ReportCommand.write(ExperimentPage.html(rows, command: plan.program), to: output)
+      try ReportCommand.write(ExperimentPage.html(rows, command: plan.title), to: output)
     }
     print(ExperimentTable.text(rows))
+    if !plan.apps.isEmpty {
+      print("")
+      print(ExperimentTable.containersText(rows))
+    }
     if let output = plan.output { print("report: \(output)") }
     return .success
   }
@@ -104,7 +127,8 @@ enum ExperimentCommand {
     }
     do throws(CLIError) {
       try SandboxMount.mount(
-        plan.mountOptions + ["--capacity", "\(capacity)"] + (policy.map { ["--purge-policy", $0.rawValue] } ?? []),
+        plan.mountOptions + ["--capacity", "\(capacity)"] + (policy.map { ["--purge-policy", $0.rawValue] } ?? [])
+          + (plan.apps.isEmpty ? [] : ["--device"]),
         at: mountpoint, backing: backing)
     } catch {
       SandboxMount.removeTemporary(directory)
@@ -117,11 +141,21 @@ enum ExperimentCommand {
       SandboxMount(mountpoint: mountpoint, mountedHere: true, temporaryDirectory: directory).finish()
       throw error
     }
-    let runPlan = RunPlan(
-      mountOptions: [], settings: [], mountpoint: mountpoint, backing: backing, program: plan.program)
     let start = Clock.monotonic()
-    let status = RunCommand.runProgram(
-      runPlan, root: mountpoint, events: logs.path + "/" + EventLogDirectory.currentName(id))
+    let status: Int32
+    var statuses: [(String, Int32)] = []
+    if plan.apps.isEmpty {
+      let runPlan = RunPlan(
+        mountOptions: [], settings: [], mountpoint: mountpoint, backing: backing, program: plan.program)
+      status = RunCommand.runProgram(
+        runPlan, root: mountpoint, events: logs.path + "/" + EventLogDirectory.currentName(id))
+    } else {
+      do throws(CLIError) { statuses = try runApps(plan, on: mountpoint) } catch {
+        SandboxMount(mountpoint: mountpoint, mountedHere: true, temporaryDirectory: directory).finish()
+        throw error
+      }
+      status = statuses.map(\.1).first { $0 != 0 } ?? 0
+    }
     let seconds = Clock.monotonic() - start
     SandboxMount(mountpoint: mountpoint, mountedHere: true, temporaryDirectory: directory).finish()
     // The daemon has exited (unmount waits for it): its log is complete.
@@ -137,23 +171,52 @@ enum ExperimentCommand {
     logs.removeAll()
     removeIfEmpty(files.log)
     let parsed = EventLogParser.parse(bytes)
-    return ExperimentRun(
+    var result = ExperimentRun(
       capacity: capacity, policy: policy?.rawValue, run: run, exitStatus: status, seconds: seconds,
       summary: ReportSummary(parsed.events))
+    result.appStatuses = statuses
+    return result
+  }
+
+  /// Installs the plan's apps on the device at `mountpoint` (those a template did not
+  /// bring), then runs every app's command at once, each as its app, and waits for all.
+  /// - Returns: each app's exit status, in order.
+  static func runApps(_ plan: Plan, on mountpoint: String) throws(CLIError) -> [(String, Int32)] {
+    let target = try ControlClient.target(mountpoint)
+    let listed = ControlClient.object(try ControlClient.send("app-list", to: target))
+    let installed = Set(
+      ((listed["status"] as? [String: Any])?["containers"] as? [[String: Any]] ?? []).compactMap {
+        $0["kind"] as? String == "app" ? $0["id"] as? String : nil
+      })
+    for app in plan.apps where !installed.contains(app.id.name) {
+      _ = try ControlClient.send(
+        "app-install " + ([app.id] + plan.groups).map(\.name).joined(separator: " "), to: target)
+    }
+    var started: [(String, pid_t)] = []
+    for app in plan.apps {
+      let arguments = [
+        Spawn.currentExecutable, "run", mountpoint, "--app", app.id.name, "--", "/bin/sh", "-c", app.command,
+      ]
+      do throws(Errno) { started.append((app.id.name, try Spawn.start(arguments[0], arguments))) } catch {
+        for (_, pid) in started { _ = Spawn.wait(pid) }
+        throw CLIError(.osError, "cannot start appbox run for \(app.id): \(error)")
+      }
+    }
+    return started.map { ($0.0, Spawn.wait($0.1)) }
   }
 
   /// Parses the arguments after `experiment`.
   static func parse(_ arguments: [String]) throws(CLIError) -> Plan {
     if arguments.first == "--help" || arguments.first == "-h" { throw CLIError(.success, usage) }
-    guard let separator = arguments.firstIndex(of: "--") else {
-      throw CLIError(.usage, "missing -- before the program")
-    }
     var plan = Plan()
-    plan.program = Array(arguments[(separator + 1)...])
-    guard let name = plan.program.first, !name.isEmpty else {
-      throw CLIError(.usage, "missing PROGRAM after --")
+    let separator = arguments.firstIndex(of: "--")
+    if let separator {
+      plan.program = Array(arguments[(separator + 1)...])
+      guard let name = plan.program.first, !name.isEmpty else {
+        throw CLIError(.usage, "missing PROGRAM after --")
+      }
     }
-    var reader = ArgumentReader(Array(arguments[..<separator]))
+    var reader = ArgumentReader(Array(arguments[..<(separator ?? arguments.endIndex)]))
     var capacitiesGiven = false
     while let argument = reader.next() {
       switch argument {
@@ -179,6 +242,17 @@ enum ExperimentCommand {
       case "--template": plan.template = try directory("--template", try reader.value())
       case "--events-dir": plan.eventsDirectory = try directory("--events-dir", try reader.value())
       case "--output": plan.output = try reader.value()
+      case "--app":
+        let text = try reader.value()
+        guard let equals = text.firstIndex(of: "="), !text[text.index(after: equals)...].isEmpty else {
+          throw CLIError(.usage, "--app \(text): give BUNDLE-ID=COMMAND")
+        }
+        let id = try AppCommand.identifier(String(text[..<equals]), what: "--app")
+        guard !plan.apps.contains(where: { $0.id == id }) else {
+          throw CLIError(.badValue, "--app \(id) is given twice")
+        }
+        plan.apps.append((id, String(text[text.index(after: equals)...])))
+      case "--group": plan.groups.append(try AppCommand.identifier(try reader.value(), what: "--group"))
       case "--capacity", "--backing", "--foreground", "-f", "--ready-fd", "--help", "-h":
         throw CLIError(.usage, "\(argument) does not apply to appbox experiment")
       default:
@@ -187,6 +261,16 @@ enum ExperimentCommand {
       }
     }
     guard capacitiesGiven else { throw CLIError(.usage, "--capacities is missing") }
+    switch (plan.apps.isEmpty, separator == nil) {
+    case (true, true): throw CLIError(.usage, "missing -- before the program (or --app BUNDLE-ID=COMMAND)")
+    case (false, false): throw CLIError(.usage, "--app runs each app's COMMAND: give no -- PROGRAM")
+    default: break
+    }
+    if plan.apps.isEmpty, !plan.groups.isEmpty { throw CLIError(.usage, "--group needs --app") }
+    if let app = plan.apps.first(where: { plan.groups.contains($0.id) }) {
+      throw CLIError(.badValue, "--group \(app.id) is one of the apps' bundle ids")
+    }
+    if plan.mountOptions.contains("--device") { throw CLIError(.usage, "--device: --app makes each run a device") }
     if !plan.policies.isEmpty && plan.mountOptions.contains("--purge-policy") {
       throw CLIError(.usage, "--purge-policy and --purge-policies: give one of them")
     }

@@ -28,6 +28,11 @@ enum MountOptions {
       help: "mount over a directory that has entries (they are hidden until the unmount)"
     ) { draft, _, _ throws(CLIError) in draft.request.nonempty = true },
     .appbox(
+      "device", .none, default: .described("off"),
+      help:
+        "mount a device: app and App Group containers on one capacity, lock state and purge order (appbox app install adds apps)"
+    ) { draft, _, _ throws(CLIError) in draft.request.sandbox.device = true },
+    .appbox(
       "capacity", .required("SIZE"), default: .value("4G"),
       help: "the sandbox's capacity, e.g. 500M, 2G (binary units, at least 1M)"
     ) { draft, value, given throws(CLIError) in

@@ -6,7 +6,7 @@ import SandboxPolicy
 /// `appbox restore BACKUP --backing DIR [--bundle-id ID]`.
 enum RestoreCommand {
   static let usage = """
-    usage: appbox restore BACKUP --backing DIR [--bundle-id ID] [--capacity SIZE]
+    usage: appbox restore BACKUP --backing DIR [--device] [--bundle-id ID] [--capacity SIZE]
       restores an app from an unencrypted iOS backup (appbox backup's, or a device's
       from Finder or iTunes) into DIR, a new or empty backing directory: Documents and
       Library with their bytes, modes (without set-user-ID and set-group-ID), times,
@@ -15,6 +15,10 @@ enum RestoreCommand {
       mount it with), is refused before anything is written.
       --bundle-id picks the app when the backup holds several.
       Then: appbox mount --backing DIR MOUNTPOINT
+      --device restores into DIR as a device's backing directory: every app of the backup
+      (or the --bundle-id one) in Containers/Data/Application/, and their App Groups
+      (AppDomainGroup-…, as Manifest.plist names their members) in
+      Containers/Shared/AppGroup/. Then: appbox mount --device --backing DIR MOUNTPOINT
     """
 
   /// Runs the command.
@@ -22,12 +26,14 @@ enum RestoreCommand {
     var target: String?
     var bundleID: String?
     var capacity: Int64?
+    var device = false
     var positional: [String] = []
     var reader = ArgumentReader(arguments)
     while let argument = reader.next() {
       switch argument {
       case "--backing": target = try reader.value()
       case "--bundle-id": bundleID = try reader.value()
+      case "--device": device = true
       case "--capacity":
         let text = try reader.value()
         do throws(ByteCount.ParseError) { capacity = try ByteCount.parse(text).bytes } catch {
@@ -54,6 +60,10 @@ enum RestoreCommand {
     let database: ManifestDatabase
     let domains: [String]
     do throws(BackupError) { (database, domains) = try restorer.open() } catch { throw CLIError(error) }
+    if device {
+      return try restoreDevice(
+        restorer, database, bundleID: bundleID, into: destination, capacity: capacity, target: target)
+    }
     let domain: String
     let listed = domains.compactMap(BackupRules.bundleID(ofDomain:)).joined(separator: ", ")
     if let bundleID {
@@ -87,6 +97,62 @@ enum RestoreCommand {
         + (summary.setIDDropped > 0
           ? "; set-user-ID and set-group-ID bits dropped from \(summary.setIDDropped) items (ownership is not restored)"
           : ""))
+    return .success
+  }
+
+  /// `--device`: every app (or `bundleID`'s) and the groups they are members of, into a
+  /// device's backing directory.
+  static func restoreDevice(
+    _ restorer: BackupRestorer, _ database: ManifestDatabase, bundleID: String?, into destination: TargetDirectory,
+    capacity: Int64?, target: String
+  ) throws(CLIError) -> ExitCode {
+    let found: (apps: [String], groups: [String], members: [String: [String]])
+    do throws(BackupError) { found = try restorer.deviceDomains(database) } catch { throw CLIError(error) }
+    var apps = found.apps
+    if let bundleID {
+      guard apps.contains(bundleID) else {
+        throw CLIError(
+          .badValue,
+          "the backup holds no app \(bundleID); it holds: \(apps.isEmpty ? "none" : apps.joined(separator: ", "))")
+      }
+      apps = [bundleID]
+    }
+    guard !apps.isEmpty else { throw CLIError(.badValue, "the backup holds no app (no AppDomain-… rows)") }
+    var containers: [BackupRestorer.DeviceContainer] = []
+    var groups: Set<String> = []
+    for app in apps {
+      let id = try AppCommand.identifier(app, what: "the backup's app")
+      let named = try (found.members[app] ?? []).map { (name) throws(CLIError) in
+        try AppCommand.identifier(name, what: "\(app)'s group")
+      }
+      containers.append(.init(kind: .app, id: id, domain: BackupRules.domain(bundleID: app), groups: named))
+      groups.formUnion(named.map(\.name))
+    }
+    // A group's data comes back when one of its members does; one the backup has but no
+    // restored app names (a device's own backup does not say who its members are) cannot.
+    for group in found.groups where groups.contains(group) {
+      containers.append(
+        .init(
+          kind: .group, id: try AppCommand.identifier(group, what: "the backup's group"),
+          domain: BackupRules.groupDomain(groupID: group)))
+    }
+    let leftOut = found.groups.filter { !groups.contains($0) }
+    let summary: BackupRestorer.Summary
+    do throws(BackupError) {
+      summary = try restorer.restoreDevice(database, containers: containers, into: destination, capacity: capacity)
+    } catch {
+      throw CLIError(error)
+    }
+    let restoredGroups = containers.filter { $0.kind == .group }.map(\.id.name)
+    print(
+      "restored a device into \(target): \(apps.count) app\(apps.count == 1 ? "" : "s") (\(apps.joined(separator: ", ")))"
+        + (restoredGroups.isEmpty ? "" : ", groups \(restoredGroups.joined(separator: ", "))")
+        + "; \(summary.files) files (\(ByteCount(summary.bytes).formatted)), \(summary.directories) directories, \(summary.symlinks) symlinks"
+        + (summary.skipped + summary.excluded > 0
+          ? "; left out \(summary.skipped) items outside what a backup holds, \(summary.excluded) excluded" : "")
+        + (leftOut.isEmpty
+          ? "" : "; not restored: \(leftOut.joined(separator: ", ")) (no restored app is a member, as the backup says)")
+        + "\nthen: appbox mount --device --backing \(target) MOUNTPOINT")
     return .success
   }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import Posix
+import SandboxPolicy
 
 /// `appbox run [MOUNT OPTIONS] [MOUNTPOINT] -- PROGRAM ARGS…`: mounts a sandbox (or reuses
 /// a mount), runs PROGRAM with its environment pointed into the sandbox, unmounts when it
@@ -24,6 +25,11 @@ enum RunCommand {
       XDG_DATA_HOME and XDG_STATE_HOME = Library/Application Support, XDG_CACHE_HOME =
       Library/Caches, XDG_CONFIG_HOME = Library/Preferences, TMPDIR = tmp,
       APPBOX_CONTAINER = the container root, APPBOX_EVENTS = the mount's event log.
+
+      appbox run MOUNTPOINT --app BUNDLE-ID -- PROGRAM: on a device mount (appbox mount
+      --device), runs PROGRAM as the installed app BUNDLE-ID: the container root above is
+      its container, MOUNTPOINT/Containers/Data/Application/BUNDLE-ID. The app cannot be
+      removed while the run goes on. A device mount needs --app; a plain one refuses it.
     """
 
   /// Runs the command and exits the process with the program's status: mounts (or finds
@@ -85,6 +91,8 @@ struct RunPlan {
   var program: [String]
   /// Whether the program may lock, unlock, purge and resize (`--allow-device-control`).
   var allowDeviceControl = false
+  /// On a device mount, the app the program runs as (`--app BUNDLE-ID`).
+  var app: ContainerIdentifier?
 
   /// Parses the arguments after `run`; the mount options are checked by `appbox mount`'s
   /// own parser.
@@ -96,6 +104,15 @@ struct RunPlan {
     var options = Array(arguments[..<separator])
     let allowDeviceControl = options.contains("--allow-device-control")
     options.removeAll { $0 == "--allow-device-control" }
+    var app: ContainerIdentifier?
+    if let flag = options.firstIndex(of: "--app") {
+      guard flag + 1 < options.count else { throw CLIError(.usage, "--app needs a bundle id") }
+      do throws(ContainerIdentifier.Problem) { app = try ContainerIdentifier(validating: options[flag + 1]) } catch {
+        throw CLIError(.badValue, "--app \(options[flag + 1]): \(error)")
+      }
+      options.removeSubrange(flag...(flag + 1))
+      if options.contains("--app") { throw CLIError(.usage, "--app given twice") }
+    }
     let program = Array(arguments[(separator + 1)...])
     guard let name = program.first, !name.isEmpty else {
       throw CLIError(.usage, "missing PROGRAM after --")
@@ -116,13 +133,24 @@ struct RunPlan {
     var settings = options
     if let backing = settings.firstIndex(of: "--backing") { settings.removeSubrange(backing...(backing + 1)) }
     settings.removeAll { $0.hasPrefix("--backing=") }
+    if app != nil, mountpoint == nil {
+      throw CLIError(.usage, "--app needs the MOUNTPOINT of a device mount (appbox mount --device)")
+    }
     return RunPlan(
       mountOptions: options, settings: settings, mountpoint: mountpoint,
-      backing: request.backing, program: program, allowDeviceControl: allowDeviceControl)
+      backing: request.backing, program: program, allowDeviceControl: allowDeviceControl, app: app)
   }
 }
 
 extension RunPlan {
+  /// The container the program runs in, on the mount at `mountpoint`: the mount's root,
+  /// or on a device the app's container.
+  func containerRoot(_ mountpoint: String) -> String {
+    guard let app else { return mountpoint }
+    return mountpoint + "/"
+      + DeviceLayout.components(of: .app, app).map { String(decoding: $0, as: UTF8.self) }.joined(separator: "/")
+  }
+
   /// `appbox mount`'s options that take a value (the value is not the MOUNTPOINT).
   static let valueOptions = MountOptions.flagsWithValue
 
@@ -147,7 +175,7 @@ extension RunPlan {
 
 /// The mount a run uses: one that was already there, or one it made (and takes down).
 struct SandboxMount {
-  /// The container root the program sees.
+  /// The mount's root.
   let mountpoint: String
   /// Whether this run mounted it (and so unmounts it).
   let mountedHere: Bool
@@ -170,13 +198,22 @@ struct SandboxMount {
         if let backing = plan.backing, let serving = Self.backing(of: path), serving != Self.resolved(backing) {
           throw CLIError(.busy, "\(path) is an AppBox mount of \(serving), not of \(backing)")
         }
-        return reused(path, plan)
+        return try reused(path, plan)
+      }
+      if let app = plan.app {
+        throw CLIError(
+          .noInput, "--app \(app): \(path) is not mounted; mount a device there first (appbox mount --device)")
       }
       try mount(plan.mountOptions, at: path, backing: nil)
-      return SandboxMount(mountpoint: path, mountedHere: true, temporaryDirectory: nil)
+      let mounted = SandboxMount(mountpoint: path, mountedHere: true, temporaryDirectory: nil)
+      do throws(CLIError) { try mounted.checkKind(for: plan) } catch {
+        mounted.finish()
+        throw error
+      }
+      return mounted
     }
     if let backing = plan.backing, let existing = try Self.mount(serving: Self.resolved(backing)) {
-      return reused(existing, plan)
+      return try reused(existing, plan)
     }
     let directory = try makeTemporaryDirectory()
     let mountpoint = directory + "/container"
@@ -195,18 +232,60 @@ struct SandboxMount {
       removeTemporary(directory)
       throw error
     }
-    return SandboxMount(mountpoint: mountpoint, mountedHere: true, temporaryDirectory: directory)
+    let mounted = SandboxMount(mountpoint: mountpoint, mountedHere: true, temporaryDirectory: directory)
+    do throws(CLIError) { try mounted.checkKind(for: plan) } catch {
+      mounted.finish()
+      throw error
+    }
+    return mounted
   }
 
   /// An existing mount, used as it is (saying so when mount options were given).
-  static func reused(_ mountpoint: String, _ plan: RunPlan) -> SandboxMount {
+  static func reused(_ mountpoint: String, _ plan: RunPlan) throws(CLIError) -> SandboxMount {
+    let mount = SandboxMount(mountpoint: mountpoint, mountedHere: false, temporaryDirectory: nil)
+    try mount.checkKind(for: plan)
     if !plan.settings.isEmpty {
       FileHandle.standardError.write(
         Data(
           "appbox: using the mount at \(mountpoint) as it is; not applied: \(plan.settings.joined(separator: " "))\n"
             .utf8))
     }
-    return SandboxMount(mountpoint: mountpoint, mountedHere: false, temporaryDirectory: nil)
+    return mount
+  }
+
+  /// Refuses `--app` on a plain mount, a device mount without it, and an app that is not
+  /// installed; a mount whose daemon does not answer us (another user's, a sidecar's) is
+  /// taken as plain.
+  func checkKind(for plan: RunPlan) throws(CLIError) {
+    guard let target = try? ControlClient.target(mountpoint), let reply = try? ControlClient.send("status", to: target),
+      let status = ControlClient.object(reply)["status"] as? [String: Any]
+    else {
+      // Not ours to ask: only a plain mount can be run without --app.
+      if let app = plan.app {
+        throw CLIError(.noInput, "--app \(app): cannot ask the daemon of \(mountpoint) about its apps")
+      }
+      return
+    }
+    let isDevice = status["device"] as? Bool ?? false
+    guard let app = plan.app else {
+      if isDevice {
+        throw CLIError(
+          .noInput,
+          "\(mountpoint) is a device mount: give --app BUNDLE-ID to run the program as one of its apps (appbox app list \(mountpoint))"
+        )
+      }
+      return
+    }
+    guard isDevice else {
+      throw CLIError(.noInput, "--app \(app): \(mountpoint) is not a device mount (appbox mount --device)")
+    }
+    let installed = (status["containers"] as? [[String: Any]] ?? []).contains {
+      $0["kind"] as? String == "app" && $0["id"] as? String == app.name
+    }
+    guard installed else {
+      throw CLIError(
+        .noInput, "--app \(app): no such app is installed on \(mountpoint) (appbox app install \(mountpoint) \(app))")
+    }
   }
 
   /// Unmounts what this run mounted and removes its temporary directory (with the

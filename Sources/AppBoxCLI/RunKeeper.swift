@@ -4,8 +4,9 @@ import Posix
 /// The process of `appbox run` that keeps the program's tree: a child of the `appbox run`
 /// the user started, it becomes a child subreaper, registers as the run with the mount's
 /// daemon (``RunRegistration``), starts the program, and reports the program's exit
-/// status to its parent, which exits with it. Then it stays until the last process of the
-/// tree has ended: orphans are re-parented to it, never out of the tree, so every process
+/// status to its parent, which exits with it. When nothing of the tree is left, it says so
+/// (`exit N ended`) and ends, and the parent reaps it before it returns: the run is over
+/// when `appbox run` is. Else it stays until the last process of the tree has ended: orphans are re-parented to it, never out of the tree, so every process
 /// the program left behind, and everything those start later, stays under the run's rule
 /// for as long as it runs, with nothing for the daemon to record when the program ends.
 /// To stay, it lets go of everything it shares with its caller (standard descriptors,
@@ -15,8 +16,8 @@ import Posix
 /// The parent starts it as `appbox run [--allow-device-control] MOUNTPOINT -- PROGRAM…`
 /// with ``variable`` set to `here:FD` or `reused:FD` (no command-line option: nobody
 /// starts one by accident), FD the write end of a pipe on which it writes one message
-/// and closes it: `exit N` (the program's status) or `error CODE` and a line of message
-/// (the program did not run). The program inherits every other descriptor of the parent's,
+/// and closes it: `exit N` (the program's status; `exit N ended` when the keeper ends
+/// with it) or `error CODE` and a line of message (the program did not run). The program inherits every other descriptor of the parent's,
 /// as it would without the keeper. Signals the parent forwards reach the keeper, which
 /// forwards them to the program.
 enum RunKeeper {
@@ -46,8 +47,8 @@ enum RunKeeper {
     }
     let executable = Spawn.currentExecutable
     let arguments =
-      [executable, "run"] + (plan.allowDeviceControl ? ["--allow-device-control"] : []) + [mount.mountpoint, "--"]
-      + plan.program
+      [executable, "run"] + (plan.allowDeviceControl ? ["--allow-device-control"] : [])
+      + (plan.app.map { ["--app", $0.name] } ?? []) + [mount.mountpoint, "--"] + plan.program
     var environment = ProcessInfo.processInfo.environment
     environment[variable] = (mount.mountedHere ? "here:" : "reused:") + String(pipe.writeFD)
     let keeper: pid_t
@@ -68,7 +69,11 @@ enum RunKeeper {
     // process alone.
     ProgramLaunch.stopForwarding()
     let text = String(decoding: message, as: UTF8.self)
-    if text.hasPrefix("exit "), let status = Int32(text.dropFirst(5).trimmingCharacters(in: .newlines)) {
+    let words = text.split(separator: "\n").first?.split(separator: " ") ?? []
+    if words.count >= 2, words[0] == "exit", let status = Int32(words[1]) {
+      // Nothing of the program's tree is left, and the keeper ends now: reaped here, so
+      // the run (which keeps an app installed) is over when this process returns.
+      if words.count == 3, words[2] == "ended" { _ = Spawn.wait(keeper) }
       return status
     }
     if text.hasPrefix("error "), let newline = text.firstIndex(of: "\n"),
@@ -144,7 +149,15 @@ enum RunKeeper {
           FileHandle.standardError.write(Data("appbox: \(error.message); APPBOX_EVENTS is not set\n".utf8))
         }
       }
-      status = RunCommand.runProgram(plan, root: mountpoint, events: events)
+      if let app = plan.app {
+        // The daemon keeps the app installed while this keeper (the program's tree) lives.
+        do throws(CLIError) {
+          _ = try ControlClient.send("app-run \(app)", to: try ControlClient.target(mountpoint))
+        } catch {
+          throw CLIError(error.code, "cannot run as \(app): \(error.message); the program did not run")
+        }
+      }
+      status = RunCommand.runProgram(plan, root: plan.containerRoot(mountpoint), events: events)
     } catch {
       ReadinessPipe.send("error \(error.code.rawValue)\n\(error.message)\n", to: statusFD)
       exit(error.code.rawValue)
@@ -155,8 +168,11 @@ enum RunKeeper {
     do throws(Errno) { try Sys.detachFromCaller() } catch {
       // Still attached: the caller's reader waits for the leftovers too, which loses nothing.
     }
-    ReadinessPipe.send("exit \(status)\n", to: statusFD)
-    guard Sys.hasChildren else { exit(0) }  // nothing left to keep
+    // Orphans of the program were re-parented here before it could be reaped: none now,
+    // none later.
+    let ended = !Sys.hasChildren
+    ReadinessPipe.send("exit \(status)\(ended ? " ended" : "")\n", to: statusFD)
+    guard !ended else { exit(0) }  // nothing left to keep: the parent reaps this process
     let failure = Sys.replaceProgram(
       Spawn.currentExecutable,
       [Spawn.currentExecutable, "run", "--keeping-the-leftovers-of", plan.mountpoint ?? "?"],

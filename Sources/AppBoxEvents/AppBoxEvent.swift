@@ -7,6 +7,8 @@ public enum AppBoxEvent: Sendable, Hashable, Codable {
   case rotate(LogRotation)
   /// A usage sample (`usage`).
   case usage(UsageEvent)
+  /// A device's container's usage, after a usage sample (`containerUsage`).
+  case containerUsage(ContainerUsageEvent)
   /// A change of capacity (`capacity`).
   case capacity(CapacityEvent)
   /// A purged file (`purge`).
@@ -22,7 +24,8 @@ public enum AppBoxEvent: Sendable, Hashable, Codable {
 
   /// Every `type` this version reads, in the order above.
   public static let typeNames = [
-    "log", "rotate", "usage", "capacity", "purge", "recreated", "missed", "refusal", "state", "unreadableClass",
+    "log", "rotate", "usage", "containerUsage", "capacity", "purge", "recreated", "missed", "refusal", "state",
+    "unreadableClass",
   ]
 
   /// The line's `type`.
@@ -31,6 +34,7 @@ public enum AppBoxEvent: Sendable, Hashable, Codable {
     case .log: "log"
     case .rotate: "rotate"
     case .usage: "usage"
+    case .containerUsage: "containerUsage"
     case .capacity: "capacity"
     case .purge: "purge"
     case .purgeCost(let cost): cost.kind.rawValue
@@ -46,6 +50,7 @@ public enum AppBoxEvent: Sendable, Hashable, Codable {
     case .log(let header): header.time
     case .rotate(let rotation): rotation.time
     case .usage(let usage): usage.time
+    case .containerUsage(let usage): usage.time
     case .capacity(let capacity): capacity.time
     case .purge(let purge): purge.time
     case .purgeCost(let cost): cost.time
@@ -69,6 +74,7 @@ public enum AppBoxEvent: Sendable, Hashable, Codable {
     case .log(let header): header
     case .rotate(let rotation): rotation
     case .usage(let usage): usage
+    case .containerUsage(let usage): usage
     case .capacity(let capacity): capacity
     case .purge(let purge): purge
     case .purgeCost(let cost): cost
@@ -90,6 +96,7 @@ public enum AppBoxEvent: Sendable, Hashable, Codable {
     case "log": self = .log(try LogHeader(from: decoder))
     case "rotate": self = .rotate(try LogRotation(from: decoder))
     case "usage": self = .usage(try UsageEvent(from: decoder))
+    case "containerUsage": self = .containerUsage(try ContainerUsageEvent(from: decoder))
     case "capacity": self = .capacity(try CapacityEvent(from: decoder))
     case "purge": self = .purge(try PurgeEvent(from: decoder))
     case "recreated", "missed": self = .purgeCost(try PurgeCostEvent(from: decoder))

@@ -22,6 +22,8 @@ public struct ProtectionEvent: Sendable, Hashable, Codable {
   public var count: Int
   /// When the last of them happened (nil unless coalesced).
   public var last: Double?
+  /// On a device: the item's container (a bundle or group id).
+  public var container: String? = nil
 
   /// Creates an event from a raw byte path.
   ///
@@ -75,12 +77,12 @@ public struct ProtectionEvent: Sendable, Hashable, Codable {
   public var path: String { String(decoding: pathBytes, as: UTF8.self) }
 
   enum CodingKeys: String, CodingKey {
-    case type, time, path, pathHex, `class`, operation, state, count, last
+    case type, time, path, pathHex, `class`, operation, state, count, last, container
   }
 
   /// Writes e.g. `{"type":"refusal","time":1700000000.5,"path":"Documents/a",`
   /// `"class":"complete","operation":"openExisting","state":"LOCKED"}`; a coalesced
-  /// event adds `"count":N,"last":T`.
+  /// event adds `"count":N,"last":T`, and one on a device `"container"`.
   public func encode(to encoder: any Encoder) throws {
     var container = encoder.container(keyedBy: CodingKeys.self)
     try container.encode("refusal", forKey: .type)
@@ -93,6 +95,7 @@ public struct ProtectionEvent: Sendable, Hashable, Codable {
       try container.encode(count, forKey: .count)
       try container.encodeSeconds(last ?? time, forKey: .last)
     }
+    if let owner = self.container { try container.encode(owner, forKey: .container) }
   }
 
   public init(from decoder: any Decoder) throws {
@@ -107,5 +110,6 @@ public struct ProtectionEvent: Sendable, Hashable, Codable {
       throw DecodingError.dataCorrupted(.init(codingPath: [CodingKeys.count], debugDescription: "below 1"))
     }
     last = container.contains(.last) ? try container.decodeSeconds(forKey: .last) : nil
+    self.container = try container.decodeIfPresent(String.self, forKey: .container)
   }
 }

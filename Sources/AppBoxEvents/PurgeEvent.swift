@@ -17,6 +17,11 @@ public struct PurgeEvent: Sendable, Hashable, Codable {
   public var reason: Reason
   /// When the file was last used, in seconds since the Unix epoch.
   public var lastUse: Double
+  /// On a device: the container the file was in (a bundle or group id).
+  public var container: String? = nil
+  /// On a device, for a purge under pressure: the container whose allocation needed the
+  /// room (whose write this cache paid for).
+  public var requester: String? = nil
 
   /// Creates an event.
   /// - Parameters:
@@ -49,10 +54,13 @@ public struct PurgeEvent: Sendable, Hashable, Codable {
   /// The path for display: ill-formed UTF-8 replaced by U+FFFD.
   public var path: String { String(decoding: pathBytes, as: UTF8.self) }
 
-  enum CodingKeys: String, CodingKey { case type, time, path, pathHex, bytes, domain, reason, lastUse }
+  enum CodingKeys: String, CodingKey {
+    case type, time, path, pathHex, bytes, domain, reason, lastUse, container, requester
+  }
 
   /// Writes e.g. `{"type":"purge","time":1700000000.5,"path":"tmp/a.dat","bytes":4096,`
-  /// `"domain":"tmp","reason":"pressure","lastUse":1699999000.0}`.
+  /// `"domain":"tmp","reason":"pressure","lastUse":1699999000.0}`; on a device also
+  /// `"container"` and, under pressure, `"requester"`.
   public func encode(to encoder: any Encoder) throws {
     var container = encoder.container(keyedBy: CodingKeys.self)
     try container.encode("purge", forKey: .type)
@@ -62,6 +70,8 @@ public struct PurgeEvent: Sendable, Hashable, Codable {
     try container.encode(domain.machineName, forKey: .domain)
     try container.encode(reason.rawValue, forKey: .reason)
     try container.encodeSeconds(lastUse, forKey: .lastUse)
+    if let owner = self.container { try container.encode(owner, forKey: .container) }
+    if let requester { try container.encode(requester, forKey: .requester) }
   }
 
   public init(from decoder: any Decoder) throws {
@@ -72,5 +82,7 @@ public struct PurgeEvent: Sendable, Hashable, Codable {
     domain = try container.decodeName(.domain, "domain", StorageDomain.init(machineName:))
     reason = try container.decodeName(.reason, "reason", Reason.init(rawValue:))
     lastUse = try container.decodeSeconds(forKey: .lastUse)
+    self.container = try container.decodeIfPresent(String.self, forKey: .container)
+    requester = try container.decodeIfPresent(String.self, forKey: .requester)
   }
 }

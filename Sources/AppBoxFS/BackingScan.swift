@@ -16,9 +16,10 @@ public struct IndexProgress: Sendable {
   public var isComplete: Bool
 }
 
-/// The mount-time walk of the backing tree: usage per domain as `du` counts it (hard
-/// links once), and the catalog of every file and directory in Caches and tmp. Usage is
-/// therefore exact after any crash: nothing is trusted from an earlier run.
+/// The mount-time walk of the backing tree: usage per domain (and, on a device, per
+/// container) as `du` counts it (hard links once), and the catalog of every file and
+/// directory in Caches and tmp, every container's in one. Usage is therefore exact after
+/// any crash: nothing is trusted from an earlier run.
 struct BackingScan {
   private(set) var ledger: QuotaLedger
   let catalog = PurgeCatalog()
@@ -31,11 +32,12 @@ struct BackingScan {
 
   /// Walks the tree under `rootFD`, telling `progress` how far it got.
   static func run(
-    rootFD: Int32, capacity: Int64, progress: (@Sendable (IndexProgress) -> Void)? = nil
+    rootFD: Int32, layout: SandboxLayout.Parent = .root, device: DeviceContainers? = nil, capacity: Int64,
+    progress: (@Sendable (IndexProgress) -> Void)? = nil
   ) throws(Errno) -> (QuotaLedger, PurgeCatalog) {
     var scan = BackingScan(ledger: QuotaLedger(capacity: capacity), progress: progress)
     scan.catalog.beginBulkLoad()
-    try scan.walk(rootFD: rootFD)
+    try scan.walk(rootFD: rootFD, layout: layout, device: device)
     scan.catalog.endBulkLoad()
     progress?(IndexProgress(entries: scan.entries, bytes: scan.ledger.used, isComplete: true))
     return (scan.ledger, scan.catalog)
@@ -49,13 +51,13 @@ struct BackingScan {
   /// A directory still being listed.
   private struct Level {
     let stream: DirectoryStream
-    let domain: StorageDomain
-    let layout: SandboxLayout.Parent
+    /// Where the directory stands in the layout.
+    let place: Inode.Place
     /// Where its entries sit in the catalog (nil outside Caches and tmp).
     let catalogParent: PurgeCatalog.Parent?
   }
 
-  private mutating func walk(rootFD: Int32) throws(Errno) {
+  private mutating func walk(rootFD: Int32, layout: SandboxLayout.Parent, device: DeviceContainers?) throws(Errno) {
     let rootStat = try Sys.fstat(rootFD)
     ledger.charge(domain: .root, delta: Int64(rootStat.st_blocks) * 512)
     let urgencyName = Array(AppBoxAttribute.purgeUrgency.name.utf8CString)
@@ -63,7 +65,7 @@ struct BackingScan {
       Level(
         stream: try DirectoryStream(
           fd: try Sys.reopen(rootFD, flags: O_RDONLY | O_DIRECTORY | O_CLOEXEC | Linux.openNoAccessTime)),
-        domain: .root, layout: .root, catalogParent: nil)
+        place: Inode.Place(layout: layout, domain: .root), catalogParent: nil)
     ]
     while let level = stack.last {
       guard let item = try level.stream.next() else {
@@ -82,18 +84,27 @@ struct BackingScan {
         continue
       }
       let type = st.st_mode & S_IFMT
-      let fixed = type == S_IFDIR ? SandboxLayout.fixedDirectory(named: FileName(item.name), in: level.layout) : nil
-      let domain = fixed?.domain ?? level.domain
+      let place: Inode.Place
+      do throws(Errno) {
+        place =
+          level.place.layout == .other
+          ? level.place
+          : try SandboxFilesystem.place(
+            of: FileName(item.name), in: level.place, isDirectory: type == S_IFDIR, device: device)
+      } catch  where error == .noEntry {
+        continue  // a staging entry (DeviceBacking removed them before the mount)
+      }
+      let domain = place.domain
       let bytes = Int64(st.st_blocks) * 512
       if type != S_IFDIR && st.st_nlink > 1 {
         guard countedLinks.insert(UInt64(st.st_ino)).inserted else { continue }
       }
-      ledger.charge(domain: domain, delta: bytes)
+      ledger.charge(StorageArea(place.container, domain), delta: bytes)
       if type == S_IFDIR {
         var catalogParent: PurgeCatalog.Parent? = nil
         if domain.isPurgeable {
-          if fixed != nil {
-            catalogParent = .root(domain)
+          if place.fixed != nil {
+            catalogParent = .root(domain, container: place.container)
           } else if let parent = level.catalogParent {
             catalog.registerDirectory(ino: UInt64(st.st_ino), parent: parent, name: FileName(item.name).bytes)
             catalogParent = .directory(UInt64(st.st_ino))
@@ -103,8 +114,9 @@ struct BackingScan {
           level.stream.fd, item.name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | Linux.openNoAccessTime)
         stack.append(
           Level(
-            stream: try DirectoryStream(fd: fd), domain: domain,
-            layout: fixed == .library ? .library : .other, catalogParent: catalogParent))
+            stream: try DirectoryStream(fd: fd),
+            place: Inode.Place(layout: place.layout, domain: domain, container: place.container),
+            catalogParent: catalogParent))
       } else if type == S_IFREG, st.st_nlink == 1, let parent = level.catalogParent {
         let urgency =
           urgencyName.withUnsafeBufferPointer { name in

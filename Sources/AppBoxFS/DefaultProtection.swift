@@ -26,10 +26,10 @@ public enum DefaultProtection {
   /// - Throws: ``Errno`` when the root's record cannot be read or written, or an item
   ///   cannot be stamped (then the record is unchanged and the mount must not go on).
   @discardableResult
-  static func adopt(_ new: ProtectionClass, rootFD: Int32) throws(Errno) -> Int {
+  static func adopt(_ new: ProtectionClass, rootFD: Int32, layout: SandboxLayout.Parent = .root) throws(Errno) -> Int {
     var stamped = 0
     if let old = try recorded(rootFD: rootFD), old != new {
-      stamped = try stamp(old, under: rootFD, layout: .root)
+      stamped = try stamp(old, under: rootFD, layout: layout)
     }
     if try recorded(rootFD: rootFD) != new {
       try Xattr.set(rootFD, name: attributeName, value: Array(new.name.utf8))
@@ -47,7 +47,8 @@ public enum DefaultProtection {
   }
 
   /// Gives `old` to every file and directory below `directoryFD` that has no class,
-  /// except the layout's fixed directories (their children follow the mount's default).
+  /// except what the layout made (fixed directories, a device's directories, containers
+  /// and their metadata files: their children follow the mount's default).
   private static func stamp(_ old: ProtectionClass, under directoryFD: Int32, layout: SandboxLayout.Parent)
     throws(Errno) -> Int
   {
@@ -66,13 +67,13 @@ public enum DefaultProtection {
       defer { Sys.close(fd) }
       let type = try Sys.fstat(fd).st_mode & S_IFMT
       guard type == S_IFREG || type == S_IFDIR else { continue }
-      let fixed = type == S_IFDIR ? SandboxLayout.fixedDirectory(named: FileName(item.name), in: layout) : nil
-      if fixed == nil, try !hasClass(fd) {
+      let entry = SandboxLayout.entry(named: FileName(item.name), in: layout, isDirectory: type == S_IFDIR)
+      if !entry.isLayout, try !hasClass(fd) {
         try Xattr.set(fd, name: AppBoxAttribute.inheritedProtectionName, value: value)
         stamped += 1
       }
       if type == S_IFDIR {
-        stamped += try stamp(old, under: fd, layout: fixed == .library ? .library : .other)
+        stamped += try stamp(old, under: fd, layout: entry.place)
       }
     }
     return stamped

@@ -34,8 +34,16 @@ final class Inode: Sendable {
   let key: BackingKey
   /// `S_IFMT` bits; a backing inode never changes type.
   let fileType: mode_t
-  /// Which fixed directory of the layout this is, if any.
+  /// Which fixed directory of its container's layout this is, if any.
   let fixed: SandboxLayout.FixedDirectory?
+  /// What the layout says of names in this directory (``SandboxLayout/Parent``): a
+  /// container's root or Library, one of a device's own directories, or the user's.
+  let layout: SandboxLayout.Parent
+  /// The container this inode is in: fixed for its life, since nothing moves or links
+  /// between containers (EXDEV).
+  let container: ContainerNumber
+  /// Whether this is a container's metadata file, which programs may read but not change.
+  let isContainerMetadata: Bool
   /// Lookups the kernel holds; changed only under ``InodeTable``'s lock.
   let lookups: Atomic<UInt64>
   /// Open file handles on this inode; for a regular file in Caches or tmp, changed only
@@ -90,8 +98,8 @@ final class Inode: Sendable {
   }
 
   init(
-    node: NodeID, fd: Int32, attributes: stat, fixed: SandboxLayout.FixedDirectory?, domain: StorageDomain,
-    lookups: UInt64, origin: (parent: NodeID, name: [UInt8]) = (.root, [])
+    node: NodeID, fd: Int32, attributes: stat, place: Place, lookups: UInt64,
+    origin: (parent: NodeID, name: [UInt8]) = (.root, [])
   ) {
     self.node = node
     self.origin = Mutex(origin)
@@ -99,10 +107,13 @@ final class Inode: Sendable {
     self.fd = fd
     self.key = BackingKey(attributes)
     self.fileType = attributes.st_mode & S_IFMT
-    self.fixed = fixed
+    self.fixed = place.fixed
+    self.layout = place.layout
+    self.container = place.container
+    self.isContainerMetadata = place.isContainerMetadata
     self.lookups = Atomic(lookups)
     self.openHandles = Atomic(0)
-    self.domainValue = Atomic(domain.rawValue)
+    self.domainValue = Atomic(place.domain.rawValue)
     self.allocated = Mutex(Int64(attributes.st_blocks) * 512)
   }
 
@@ -110,6 +121,23 @@ final class Inode: Sendable {
   var domain: StorageDomain {
     get { StorageDomain(rawValue: domainValue.load(ordering: .relaxed))! }
     set { domainValue.store(newValue.rawValue, ordering: .relaxed) }
+  }
+
+  /// The container and domain the quota charges this inode's allocation to.
+  var area: StorageArea { StorageArea(container, domain) }
+
+  /// Whether this is a container's root (a plain mount's root too), which shows the
+  /// device's read-only attributes.
+  var isContainerRoot: Bool { layout == .root || layout == .groupRoot }
+
+  /// Where an inode stands in the layout, decided when it is looked up
+  /// (``SandboxFilesystem/place(of:in:isDirectory:)``).
+  struct Place: Sendable {
+    var fixed: SandboxLayout.FixedDirectory? = nil
+    var layout: SandboxLayout.Parent = .other
+    var domain: StorageDomain
+    var container: ContainerNumber = .top
+    var isContainerMetadata = false
   }
 
   /// The cached protection class, if loaded.

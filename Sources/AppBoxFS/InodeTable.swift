@@ -38,9 +38,11 @@ final class InodeTable: Sendable {
     let inode: UInt64
     /// Its storage domain (`StorageDomain` raw value) when it was forgotten.
     let domain: UInt8
+    /// Its container.
+    let container: ContainerNumber
 
     /// A free or held slot's record.
-    static let none = Retained(handle: .none, inode: 0, domain: 0)
+    static let none = Retained(handle: .none, inode: 0, domain: 0, container: .top)
   }
 
   /// What a node id the kernel sent denotes now.
@@ -170,7 +172,7 @@ final class InodeTable: Sendable {
   /// - Returns: nil if the backing inode does not have the node id `expected` (its handle
   ///   is stale).
   func remember(
-    fd: Int32, attributes: stat, fixed: SandboxLayout.FixedDirectory?, domain: StorageDomain, parent: NodeID,
+    fd: Int32, attributes: stat, place: Inode.Place, parent: NodeID,
     name: FileName, handle: InodeHandle? = nil, expected: NodeID? = nil
   ) -> Inode? {
     let key = BackingKey(attributes)
@@ -210,7 +212,7 @@ final class InodeTable: Sendable {
           state.byKey[key] = taken
         }
         let created = Inode(
-          node: state.node(taken), fd: fd, attributes: attributes, fixed: fixed, domain: domain, lookups: 1,
+          node: state.node(taken), fd: fd, attributes: attributes, place: place, lookups: 1,
           origin: (parent, name.bytes))
         state.slots[Int(taken)] = created
         state.heldCount += 1
@@ -230,7 +232,7 @@ final class InodeTable: Sendable {
     }
   }
 
-  /// What one look at the table in ``remember(fd:attributes:fixed:domain:parent:name:handle:expected:)`` found.
+  /// What one look at the table in ``remember(fd:attributes:place:parent:name:handle:expected:)`` found.
   private enum Remembered {
     /// The key is retained: the file's handle must be compared with the retained one.
     case needsHandle

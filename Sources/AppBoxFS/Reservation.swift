@@ -9,34 +9,34 @@ import SandboxPolicy
 struct Reservation: ~Copyable {
   /// The bytes taken (0 for none).
   let bytes: Int64
-  /// The domain they were charged to.
-  let domain: StorageDomain
+  /// The container and domain they were charged to.
+  let area: StorageArea
   /// The books they came from; unmanaged so that `discard self` may end the value
   /// (the filesystem keeps the books alive for as long as it serves requests).
   private let storage: Unmanaged<StorageState>
 
-  /// Wraps bytes already charged to `domain` in `storage`.
-  init(bytes: Int64, domain: StorageDomain, storage: StorageState) {
+  /// Wraps bytes already charged to `area` in `storage`.
+  init(bytes: Int64, area: StorageArea, storage: StorageState) {
     self.bytes = bytes
-    self.domain = domain
+    self.area = area
     self.storage = Unmanaged.passUnretained(storage)
   }
 
   /// Gives the bytes back.
   consuming func cancel() {
-    let (bytes, domain, storage) = (self.bytes, self.domain, self.storage)
+    let (bytes, area, storage) = (self.bytes, self.area, self.storage)
     discard self
-    if bytes != 0 { storage.takeUnretainedValue().charge(-bytes, domain: domain) }
+    if bytes != 0 { storage.takeUnretainedValue().charge(-bytes, area: area) }
   }
 
   /// Ends the reservation, handing its bytes to a measurement that settles them.
-  consuming func handOver() -> (bytes: Int64, domain: StorageDomain) {
-    let taken = (bytes, domain)
+  consuming func handOver() -> (bytes: Int64, area: StorageArea) {
+    let taken = (bytes, area)
     discard self
     return taken
   }
 
   deinit {
-    if bytes != 0 { storage.takeUnretainedValue().charge(-bytes, domain: domain) }
+    if bytes != 0 { storage.takeUnretainedValue().charge(-bytes, area: area) }
   }
 }

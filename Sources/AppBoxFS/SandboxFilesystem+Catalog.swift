@@ -20,6 +20,7 @@ extension SandboxFilesystem {
     storage.books.withLock { books in
       let catalog = books.catalog
       if case .directory(let ino) = parent, !catalog.containsDirectory(ino: ino) { return }
+      if books.closing.contains(inode.container) { return }  // its container is being removed
       let ino = inode.key.inode
       // The number of an item removed a moment ago, on another thread whose removal is not
       // on the books yet (it comes right after its unlink), or behind AppBoxFS's back: the
@@ -114,6 +115,7 @@ extension SandboxFilesystem {
   ///   afterwards its number may already be a new item's (created on another thread).
   func untrack(_ st: stat, name: [UInt8], in directory: Inode, held cached: Inode?) {
     let domain = directory.domain
+    let area = directory.area
     let type = st.st_mode & S_IFMT
     if type == S_IFREG, st.st_nlink > 1 {
       lostLink(st, name: name, in: directory)
@@ -122,13 +124,13 @@ extension SandboxFilesystem {
     guard type == S_IFDIR || st.st_nlink <= 1 else { return }
     let ino = UInt64(st.st_ino)
     // A held inode was charged to its own domain (read under its lock, as a move reads it).
-    let (bytes, chargedDomain) =
+    let (bytes, chargedArea) =
       cached.map { inode in
         inode.allocated.withLock { charged in
           defer { charged = 0 }
-          return (charged, inode.domain)
+          return (charged, inode.area)
         }
-      } ?? (Int64(st.st_blocks) * 512, domain)
+      } ?? (Int64(st.st_blocks) * 512, area)
     storage.books.withLock { books in
       if type == S_IFDIR {
         if domain.isPurgeable, !books.catalog.removeDirectory(ino: ino) {
@@ -138,7 +140,7 @@ extension SandboxFilesystem {
         // This unlink removed the last name, so it (not a purge) gives the bytes back.
         books.catalog.removeFile(ino: ino)
       }
-      books.ledger.charge(domain: chargedDomain, delta: -bytes)
+      books.ledger.charge(chargedArea, delta: -bytes)
     }
   }
 
@@ -157,25 +159,26 @@ extension SandboxFilesystem {
     storage.books.withLock { books in
       let catalog = books.catalog
       if case .directory(let directoryIno) = last.parent, !catalog.containsDirectory(ino: directoryIno) { return }
+      if books.closing.contains(directory.container) { return }
       guard !catalog.contains(ino: ino), !catalog.containsDirectory(ino: ino) else { return }
       catalog.addFile(ino: ino, parent: last.parent, name: last.name, bytes: bytes, lastUse: now)
       for _ in 0..<opens { catalog.open(ino: ino) }
     }
   }
 
-  /// Moves the charge of one item that changed domain (from `from` to `to`), and the
-  /// domain of its inode if the kernel holds it (`cached`). A held inode is switched under
+  /// Moves the charge of one item that changed domain (from `from` to `to`, within its
+  /// container), and the domain of its inode if the kernel holds it (`cached`). A held inode is switched under
   /// its allocation's lock with the books' lock inside it, so a measurement racing the move
   /// charges either the old domain before the move or the new one after it; one already
   /// switched (looked up in its new place) is left alone.
-  func moveCharge(_ st: stat, cached: Inode?, from: StorageDomain, to: StorageDomain) {
+  func moveCharge(_ st: stat, cached: Inode?, from: StorageArea, to: StorageArea) {
     guard let inode = cached else {
       storage.move(Int64(st.st_blocks) * 512, from: from, to: to)
       return
     }
     inode.allocated.withLock { charged in
-      guard inode.domain == from else { return }
-      inode.domain = to
+      guard inode.domain == from.domain else { return }
+      inode.domain = to.domain
       storage.move(charged, from: from, to: to)
     }
   }
@@ -196,7 +199,7 @@ extension SandboxFilesystem {
     let bytes = cached?.allocated.withLock { $0 } ?? Int64(st.st_blocks) * 512
     let newParent = catalogParent(to)
     // Before the books: an open from now on pins it there.
-    if from.domain != to.domain { moveCharge(st, cached: cached, from: from.domain, to: to.domain) }
+    if from.domain != to.domain { moveCharge(st, cached: cached, from: from.area, to: to.area) }
     storage.books.withLock { books in
       let catalog = books.catalog
       let registered: Bool

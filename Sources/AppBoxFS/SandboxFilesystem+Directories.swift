@@ -54,6 +54,7 @@ extension SandboxFilesystem {
       dir.offset = offset
     }
     while let item = try dir.stream.next() {
+      if hides(FileName(item.name), in: directory) { continue }
       var attributes = stat()
       attributes.st_ino = item.inode
       attributes.st_mode = mode_t(item.type) << 12

@@ -22,8 +22,8 @@ extension SandboxFilesystem {
     /// `O_PATH` descriptor taken before the rename, so it follows the directory.
     let fd: Int32
     let ino: UInt64
-    let from: StorageDomain
-    let to: StorageDomain
+    let from: StorageArea
+    let to: StorageArea
     /// The directory it is in after the rename, and its name there.
     let newParent: Inode
     let newName: [UInt8]
@@ -56,7 +56,7 @@ extension SandboxFilesystem {
       }
       for subtree in subtrees { try checkLinksInside(subtree) }
       storage.waitForVictims(storage.beginMove(subtrees.map(\.ino)))
-      let room = reserve(AllocationBlocks.size, domain: to.domain)
+      let room = reserve(AllocationBlocks.size, area: to.area)
       let heldTarget = target.flatMap { inodes.existing(backingInode: UInt64($0.st_ino)) }  // before it is replaced
       do throws(Errno) { try Sys.renameat2(from.fd, name.cString, to.fd, newName.cString, flags) } catch {
         storage.endMove { _ in }
@@ -97,7 +97,7 @@ extension SandboxFilesystem {
       throw .noEntry
     }
     return MovingSubtree(
-      fd: fd, ino: UInt64(st.st_ino), from: parent.domain, to: newParent.domain, newParent: newParent,
+      fd: fd, ino: UInt64(st.st_ino), from: parent.area, to: newParent.area, newParent: newParent,
       newName: newName)
   }
 
@@ -119,8 +119,8 @@ extension SandboxFilesystem {
   /// times, as the mount-time index places it).
   private func moveBooks(of subtree: MovingSubtree, additions: inout [(PurgeCatalog.Addition, Inode?)]) {
     let (old, new) = (subtree.from, subtree.to)
-    let movingIn = new.isPurgeable && !old.isPurgeable
-    let movingOut = old.isPurgeable && !new.isPurgeable
+    let movingIn = new.domain.isPurgeable && !old.domain.isPurgeable
+    let movingOut = old.domain.isPurgeable && !new.domain.isPurgeable
     if let st = try? Sys.fstat(subtree.fd) {
       moveCharge(st, cached: inodes.existing(backingInode: subtree.ino), from: old, to: new)
     }
@@ -158,7 +158,7 @@ extension SandboxFilesystem {
     } catch {
       // The rename is done; what could not be read keeps its old domain in the books until
       // the next mount re-derives them.
-      log("rename: cannot walk a directory moved to \(new): \(error); its usage by domain is off until remount")
+      log("rename: cannot walk a directory moved to \(new.domain): \(error); its usage by domain is off until remount")
     }
   }
 
@@ -175,7 +175,7 @@ extension SandboxFilesystem {
   /// The catalog's side of a moved subtree (its files moving in were gathered by
   /// ``moveBooks(of:additions:)``).
   private func updateCatalog(_ catalog: PurgeCatalog, for subtree: MovingSubtree) {
-    switch (subtree.from.isPurgeable, subtree.to.isPurgeable) {
+    switch (subtree.from.domain.isPurgeable, subtree.to.domain.isPurgeable) {
     case (true, true):
       let parent = catalogParent(subtree.newParent)!
       let registered = parent.directoryInode.map { catalog.containsDirectory(ino: $0) } ?? true

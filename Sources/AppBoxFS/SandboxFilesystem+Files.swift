@@ -139,6 +139,7 @@ extension SandboxFilesystem {
   /// the kernel looked it up: the kernel looks the name up again and retries).
   public func open(_ ctx: Caller, node: NodeID, flags: Int32) throws(Errno) -> OpenedFile {
     let inode = inodes.inode(node)
+    if flags & O_ACCMODE != O_RDONLY || flags & O_TRUNC != 0 { try checkChangeable(inode) }
     if inode.isRegularFile { try check(.openExisting, inode) }
     try pin(inode)
     if inode.domain == .caches, inode.isRegularFile, flags & O_ACCMODE == O_RDONLY {
@@ -175,7 +176,7 @@ extension SandboxFilesystem {
         if !exclusive, !AccessRule.decide(inherited, .createNew, in: protection.snapshot) {
           throw Errno.exists  // refused if new: see first whether it exists (below)
         }
-        try check(.createNew, inherited, path: mountPath(of: name, in: directory))
+        try check(.createNew, inherited, path: mountPath(of: name, in: directory), in: directory.container)
         let room = try reserveRoom(in: directory)
         let fd = try withDescriptors { () throws(Errno) -> Int32 in
           try ctx.asCreator(mode: mode) { (mode) throws(Errno) -> Int32 in
@@ -185,7 +186,7 @@ extension SandboxFilesystem {
         let entry: Entry
         do throws(Errno) {
           entry = try created(
-            name, in: directory, protection: inherited, reserved: reserve(0, domain: directory.domain), room: room,
+            name, in: directory, protection: inherited, reserved: reserve(0, area: directory.area), room: room,
             openFD: fd)
         } catch {
           Sys.close(fd)
@@ -197,7 +198,9 @@ extension SandboxFilesystem {
         let entry: Entry
         do throws(Errno) { entry = try lookupEntry(in: directory, name: name) } catch let missing {
           if missing == .noEntry, error == .exists, attempts < 16 { continue }  // gone meanwhile
-          if error == .exists { try check(.createNew, inherited, path: mountPath(of: name, in: directory)) }
+          if error == .exists {
+            try check(.createNew, inherited, path: mountPath(of: name, in: directory), in: directory.container)
+          }
           throw error
         }
         do throws(Errno) {
@@ -291,7 +294,7 @@ extension SandboxFilesystem {
   /// - Throws: ENOSPC when nothing fits.
   func reserveForWrite(_ inode: Inode, offset: off_t, count: Int, limit: inout Int?) throws(Errno) -> Reservation {
     let need = growthEstimate(inode, offset: offset, count: count)
-    let reservation = reserve(need, domain: inode.domain)
+    let reservation = reserve(need, area: inode.area)
     if reservation.bytes >= need { return reservation }
     // Keep one block of the grant for the filesystem's metadata; write what fits in the rest.
     let fits = Int(AllocationBlocks.roundDown(reservation.bytes - AllocationBlocks.size))
@@ -344,7 +347,7 @@ extension SandboxFilesystem {
     try clearSetID(for: ctx, fd: fd)
     let allocates = mode & Linux.fallocPunchHole == 0
     let reservation = try reserveAll(
-      allocates ? AllocationBlocks.withMetadata(Int64(length)) : 0, domain: inode.domain)
+      allocates ? AllocationBlocks.withMetadata(Int64(length)) : 0, area: inode.area)
     do throws(Errno) { try Sys.fallocate(fd, mode, offset, length) } catch {
       settle(reservation, inode, fd: fd)  // a full backing fails after allocating part
       throw error

@@ -28,22 +28,22 @@ extension SandboxFilesystem {
   func lookupHandle(_ node: NodeID) throws(Errno) -> Entry {
     let fd: Int32
     var handle: InodeHandle?
-    let domain: StorageDomain
+    let place: Inode.Place
     switch inodes.resolve(node) {
     case .stale:
       throw .stale
     case .held(let inode):
       if isPurged(inode) { throw .stale }
       fd = try withDescriptors { () throws(Errno) in try Sys.dup(inode.fd) }
-      domain = inode.domain
+      place = Inode.Place(domain: inode.domain, container: inode.container)
     case .retained(let kept):
       fd = try withDescriptors { () throws(Errno) in
         try Sys.open(kept.handle, mountFD: handleMountFD, flags: Linux.openPath | O_NOFOLLOW | O_CLOEXEC)
       }
       handle = kept.handle
-      domain = StorageDomain(rawValue: kept.domain) ?? .documents
+      place = Inode.Place(domain: StorageDomain(rawValue: kept.domain) ?? .documents, container: kept.container)
     }
-    return try remembered(fd, domain: domain, handle: handle, expected: node)
+    return try remembered(fd, place: place, handle: handle, expected: node)
   }
 
   /// `lookup` of ".." in the held directory `directory`: +1 lookup on its parent.
@@ -56,12 +56,15 @@ extension SandboxFilesystem {
         ? try Sys.dup(directory.fd)
         : try Sys.openat(directory.fd, "..", Linux.openPath | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
     }
-    return try remembered(fd, domain: directory.domain, handle: nil, expected: isRoot ? .root : nil)
+    return try remembered(
+      fd, place: Inode.Place(domain: directory.domain, container: directory.container), handle: nil,
+      expected: isRoot ? .root : nil)
   }
 
-  /// The entry of `fd` (taken over) as a node: a fixed directory is known by its backing
-  /// inode, anything else is in `domain`. A file without a name any more is stale.
-  private func remembered(_ fd: Int32, domain: StorageDomain, handle: InodeHandle?, expected: NodeID?) throws(Errno)
+  /// The entry of `fd` (taken over) as a node: a directory of the layout (or a metadata
+  /// file) is known by its backing inode, anything else stands at `place`. A file without
+  /// a name any more is stale.
+  private func remembered(_ fd: Int32, place: Inode.Place, handle: InodeHandle?, expected: NodeID?) throws(Errno)
     -> Entry
   {
     let attributes: stat
@@ -73,11 +76,11 @@ extension SandboxFilesystem {
       Sys.close(fd)
       throw .stale
     }
-    let fixed = attributes.st_mode & S_IFMT == S_IFDIR ? fixedDirectories[UInt64(attributes.st_ino)] : nil
+    let known = layoutInodes.withLock { $0[UInt64(attributes.st_ino)] }
     let remembered = FileName.withBytes([]) { name in  // its name is not known
       inodes.remember(
-        fd: fd, attributes: attributes, fixed: fixed, domain: fixed?.domain ?? domain, parent: .root, name: name,
-        handle: handle, expected: expected)
+        fd: fd, attributes: attributes, place: known ?? place, parent: .root, name: name, handle: handle,
+        expected: expected)
     }
     guard let inode = remembered else { throw .stale }
     return entry(inode, attributes)
@@ -91,7 +94,8 @@ extension SandboxFilesystem {
     guard !inode.purged.load(ordering: .relaxed), let attributes = try? Sys.fstat(inode.fd), attributes.st_nlink > 0,
       let handle = try? Sys.inodeHandle(inode.fd)
     else { return nil }
-    return InodeTable.Retained(handle: handle, inode: inode.key.inode, domain: inode.domain.rawValue)
+    return InodeTable.Retained(
+      handle: handle, inode: inode.key.inode, domain: inode.domain.rawValue, container: inode.container)
   }
 
   /// A readable descriptor of the backing root (`rootFD`) if this daemon may open backing

@@ -8,8 +8,9 @@ import SandboxPolicy
 
 // MARK: - Creating, removing, renaming and linking names
 //
-// Layout: nothing new at the container root; fixed directories are never removed,
-// renamed or replaced. Domains: files and directories move (and are exchanged) between
+// Layout: nothing new at an app container's root or in a device's own directories; fixed
+// directories (and containers, and their metadata files) are never removed, renamed or
+// replaced. Nothing moves or links between a device's containers (EXDEV). Domains: files and directories move (and are exchanged) between
 // domains with one rename, their bytes with them (a directory: `+DomainMoves`), unless a
 // file has a link that would stay behind (links stay within a domain: EXDEV).
 
@@ -22,11 +23,11 @@ extension SandboxFilesystem {
     try checkCanCreate(in: directory)
     let isRegular = mode & S_IFMT == S_IFREG
     let inherited = protectionClass(of: directory)
-    if isRegular { try check(.createNew, inherited, path: mountPath(of: name, in: directory)) }
+    if isRegular { try check(.createNew, inherited, path: mountPath(of: name, in: directory), in: directory.container) }
     let room = try reserveRoom(in: directory)
     try ctx.asCreator(mode: mode) { (mode) throws(Errno) in try Sys.mknodat(directory.fd, name.cString, mode, device) }
     return try created(
-      name, in: directory, protection: isRegular ? inherited : nil, reserved: reserve(0, domain: directory.domain),
+      name, in: directory, protection: isRegular ? inherited : nil, reserved: reserve(0, area: directory.area),
       room: room)
   }
 
@@ -36,7 +37,7 @@ extension SandboxFilesystem {
   {
     let directory = inodes.inode(parent)
     try checkCanCreate(in: directory)
-    let reservation = try reserveAll(AllocationBlocks.size, domain: directory.domain)  // its own block
+    let reservation = try reserveAll(AllocationBlocks.size, area: directory.area)  // its own block
     let room = try reserveRoom(in: directory)
     try ctx.asCreator(mode: mode) { (mode) throws(Errno) in try Sys.mkdirat(directory.fd, name.cString, mode) }
     return try created(
@@ -51,7 +52,7 @@ extension SandboxFilesystem {
     try checkCanCreate(in: directory)
     let room = try reserveRoom(in: directory)
     try ctx.asCaller { () throws(Errno) in try Sys.symlinkat(target.cString, directory.fd, name.cString) }
-    return try created(name, in: directory, protection: nil, reserved: reserve(0, domain: directory.domain), room: room)
+    return try created(name, in: directory, protection: nil, reserved: reserve(0, area: directory.area), room: room)
   }
 
   /// Looks up what was just created, gives it its class, and puts it on the books.
@@ -114,7 +115,7 @@ extension SandboxFilesystem {
   /// Reserves a block for the growth of `directory` by one more name (ENOSPC when even
   /// that does not fit, after purging), settled when the directory is measured.
   func reserveRoom(in directory: Inode) throws(Errno) -> Reservation {
-    try reserveAll(AllocationBlocks.size, domain: directory.domain)
+    try reserveAll(AllocationBlocks.size, area: directory.area)
   }
 
   /// `unlink`.
@@ -149,6 +150,7 @@ extension SandboxFilesystem {
     try checkCanRemove(name, in: from)
     try checkCanRemove(newName, in: to)
     try checkCanCreate(in: to)
+    try checkSameContainer(from, to)
     let source = try Sys.fstatat(from.fd, name.cString, AT_SYMLINK_NOFOLLOW)
     let target = try? Sys.fstatat(to.fd, newName.cString, AT_SYMLINK_NOFOLLOW)
     let exchange = flags & Linux.renameExchange != 0
@@ -165,7 +167,7 @@ extension SandboxFilesystem {
     }
     // The target directory may grow by a name; a rename is not refused for it (what a
     // full sandbox cannot reserve is purged afterwards, if anything is purgeable).
-    let room = reserve(AllocationBlocks.size, domain: to.domain)
+    let room = reserve(AllocationBlocks.size, area: to.area)
     let heldTarget = target.flatMap { inodes.existing(backingInode: UInt64($0.st_ino)) }  // before it is replaced
     try Sys.renameat2(from.fd, name.cString, to.fd, newName.cString, flags)
     if exchange, let target {
@@ -190,6 +192,8 @@ extension SandboxFilesystem {
     let inode = inodes.inode(node)
     let directory = inodes.inode(newParent)
     try checkCanCreate(in: directory)
+    try checkChangeable(inode)
+    try checkSameContainer(inode, directory)
     if inode.domain != directory.domain { throw .crossDevice }
     let room = try reserveRoom(in: directory)
     try Sys.link(inode.fd, directory.fd, newName.cString)

@@ -51,6 +51,7 @@ extension SandboxFilesystem {
     _ ctx: Caller, node: NodeID, attributes: stat, fields: SetAttributes, handle: FileHandle?
   ) throws(Errno) -> stat {
     let inode = inodes.inode(node)
+    try checkChangeable(inode)
     let openFD = handle.map { Int32(truncatingIfNeeded: $0.rawValue) }
     if fields.contains(.mode) {
       if let openFD { try Sys.fchmod(openFD, attributes.st_mode) } else { try Sys.chmod(inode.fd, attributes.st_mode) }

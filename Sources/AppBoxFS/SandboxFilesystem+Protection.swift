@@ -35,13 +35,15 @@ extension SandboxFilesystem {
   /// Refuses (EPERM, counted and logged) `operation` on a class the lock state forbids.
   @inline(__always)
   func check(
-    _ operation: ProtectedOperation, _ protectionClass: ProtectionClass, path: @autoclosure () -> [UInt8]
+    _ operation: ProtectedOperation, _ protectionClass: ProtectionClass, path: @autoclosure () -> [UInt8],
+    in container: ContainerNumber
   ) throws(Errno) {
     let snapshot = protection.snapshot
     if AccessRule.decide(protectionClass, operation, in: snapshot) { return }
-    let event = ProtectionEvent(
+    var event = ProtectionEvent(
       time: Clock.unix(), pathBytes: path(), protectionClass: protectionClass, operation: operation,
       state: snapshot.state)
+    event.container = containerName(container)
     protection.recordRefusal(protectionClass, operation)
     events.refused(event)
     throw .notPermitted
@@ -50,7 +52,7 @@ extension SandboxFilesystem {
   /// Checks `operation` on an existing inode.
   @inline(__always)
   func check(_ operation: ProtectedOperation, _ inode: Inode) throws(Errno) {
-    try check(operation, protectionClass(of: inode), path: mountPath(of: inode))
+    try check(operation, protectionClass(of: inode), path: mountPath(of: inode), in: inode.container)
   }
 
   /// Stores the class a new item inherits (hidden from `listxattr`: the program did not

@@ -22,31 +22,31 @@ extension SandboxFilesystem {
     return AllocationBlocks.withMetadata(min(Int64(count), end - allocated))
   }
 
-  /// Takes `need` bytes from the quota for `domain`, purging tmp and Caches if they are
-  /// not free. A purge can free less than its plan counted on (an open took a victim
+  /// Takes `need` bytes from the quota for `area`, purging tmp and Caches if they are
+  /// not free (of every container of a device: the purge order is the device's). A purge can free less than its plan counted on (an open took a victim
   /// back, an unlink failed, another writer took the bytes first): then it plans again,
   /// without the victims already tried, up to ``purgeRounds`` times.
   /// - Returns: the bytes granted, ≤ need.
-  func reserve(_ need: Int64, domain: StorageDomain) -> Reservation {
-    guard need > 0 else { return Reservation(bytes: 0, domain: domain, storage: storage) }
+  func reserve(_ need: Int64, area: StorageArea) -> Reservation {
+    guard need > 0 else { return Reservation(bytes: 0, area: area, storage: storage) }
     var tried = Set<UInt64>()
     for round in 0..<Self.purgeRounds {
-      let (granted, plan) = storage.reserveOrPlan(need, domain: domain, sparing: tried)
-      if let granted { return Reservation(bytes: granted, domain: domain, storage: storage) }
+      let (granted, plan) = storage.reserveOrPlan(need, area: area, sparing: tried)
+      if let granted { return Reservation(bytes: granted, area: area, storage: storage) }
       guard let plan, !plan.victims.isEmpty else { break }
       if round == 0 { driver.handOff() }  // unlinking the victims may take a while
       tried.formUnion(plan.victims.lazy.map(\.ino))
       carryOut(plan, onRequestThread: true)
     }
-    return Reservation(bytes: storage.reserveFree(need, domain: domain), domain: domain, storage: storage)
+    return Reservation(bytes: storage.reserveFree(need, area: area), area: area, storage: storage)
   }
 
   /// How many purges one reservation may carry out.
   static let purgeRounds = 4
 
   /// Reserves exactly `bytes` or fails with ENOSPC (after purging what it could).
-  func reserveAll(_ bytes: Int64, domain: StorageDomain) throws(Errno) -> Reservation {
-    let reservation = reserve(bytes, domain: domain)
+  func reserveAll(_ bytes: Int64, area: StorageArea) throws(Errno) -> Reservation {
+    let reservation = reserve(bytes, area: area)
     guard reservation.bytes < bytes else { return reservation }
     reservation.cancel()
     storage.countNoSpace()
@@ -57,7 +57,7 @@ extension SandboxFilesystem {
   /// value of `valueBytes` may take (ENOSPC when it does not fit, after purging), then
   /// measures the file's allocation, which counts the attribute blocks as `du` does.
   func changingAttributes(_ inode: Inode, valueBytes: Int, _ body: () throws(Errno) -> Void) throws(Errno) {
-    let reservation = try reserveAll(AllocationBlocks.roundUp(Int64(valueBytes)), domain: inode.domain)
+    let reservation = try reserveAll(AllocationBlocks.roundUp(Int64(valueBytes)), area: inode.area)
     do throws(Errno) { try body() } catch {
       settle(reservation, inode, fd: inode.fd)  // a failed change may still have allocated
       throw error
@@ -69,15 +69,15 @@ extension SandboxFilesystem {
   /// settles the quota (see ``account(_:fd:known:)``).
   @discardableResult
   func settle(_ reservation: consuming Reservation, _ inode: Inode, fd: Int32, known: stat? = nil) -> stat? {
-    let (reserved, domain) = reservation.handOver()
-    return measure(inode, fd: fd, reserved: reserved, reservedIn: domain, known: known)
+    let (reserved, area) = reservation.handOver()
+    return measure(inode, fd: fd, reserved: reserved, reservedIn: area, known: known)
   }
 
   /// Measures `inode`'s allocation after a change that reserved nothing (a truncate, an
   /// fsync, a release) and charges the difference.
   @discardableResult
   func account(_ inode: Inode, fd: Int32, known: stat? = nil) -> stat? {
-    measure(inode, fd: fd, reserved: 0, reservedIn: inode.domain, known: known)
+    measure(inode, fd: fd, reserved: 0, reservedIn: inode.area, known: known)
   }
 
   /// Measures `inode`'s allocation after a change and settles the quota: the difference to
@@ -85,33 +85,33 @@ extension SandboxFilesystem {
   /// `known`: the file's stat taken since the change, which saves the `fstat`.
   /// - Returns: the file's attributes as measured (nil when it was off the books).
   private func measure(
-    _ inode: Inode, fd: Int32, reserved: Int64, reservedIn reservedDomain: StorageDomain, known: stat?
+    _ inode: Inode, fd: Int32, reserved: Int64, reservedIn reservedArea: StorageArea, known: stat?
   ) -> stat? {
     // Measured under the inode's lock, which `untrack` and a move to another domain take
     // too: a close racing an unlink either settles before the unlink gives the bytes back,
     // or sees no link left; one racing a move charges the domain the move found.
     let measured = inode.allocated.withLock {
-      charged -> (delta: Int64, now: Int64, st: stat, domain: StorageDomain)? in
+      charged -> (delta: Int64, now: Int64, st: stat, area: StorageArea)? in
       // An unlinked or purged file was taken off the books with its last name.
       guard let st = known ?? (try? Sys.fstat(fd)), st.st_nlink > 0, !inode.purged.load(ordering: .relaxed) else {
         return nil
       }
       let now = Int64(st.st_blocks) * 512
       defer { charged = now }
-      return (now - charged, now, st, inode.domain)
+      return (now - charged, now, st, inode.area)
     }
-    guard let (delta, now, st, domain) = measured else {
-      if reserved != 0 { storage.charge(-reserved, domain: reservedDomain) }
+    guard let (delta, now, st, area) = measured else {
+      if reserved != 0 { storage.charge(-reserved, area: reservedArea) }
       return nil
     }
     var reserved = reserved
-    if domain != reservedDomain, reserved != 0 {
-      storage.charge(-reserved, domain: reservedDomain)  // the file moved to another domain meanwhile
+    if area != reservedArea, reserved != 0 {
+      storage.charge(-reserved, area: reservedArea)  // the file moved to another domain meanwhile
       reserved = 0
     }
-    let tracked = domain.isPurgeable && inode.isRegularFile ? inode.key.inode : nil
+    let tracked = area.domain.isPurgeable && inode.isRegularFile ? inode.key.inode : nil
     if delta != reserved || tracked != nil {
-      let over = storage.charge(delta - reserved, domain: domain, trackedFile: tracked, newBytes: now)
+      let over = storage.charge(delta - reserved, area: area, trackedFile: tracked, newBytes: now)
       if over > 0 { purgeOverflow(over) }
     }
     return st
@@ -140,7 +140,7 @@ extension SandboxFilesystem {
   /// The catalog parent of entries in `directory` (nil outside Caches and tmp).
   func catalogParent(_ directory: Inode) -> PurgeCatalog.Parent? {
     guard directory.domain.isPurgeable else { return nil }
-    if let fixed = directory.fixed { return .root(fixed.domain) }
+    if let fixed = directory.fixed { return .root(fixed.domain, container: directory.container) }
     return .directory(directory.key.inode)
   }
 
@@ -201,21 +201,28 @@ extension SandboxFilesystem {
     let purged = removed.withLock { $0 }.sorted { $0.index < $1.index }  // events in purge order
     guard !purged.isEmpty else { return [] }
     let now = Clock.unix()
+    let names = device.map { device in device.all.mapValues(\.id.name) } ?? [:]
+    let requester = plan.requester.flatMap { names[$0] }
     events.record(
       purged.map { item in
         let victim = plan.victims[item.index]
-        return .purge(
-          PurgeEvent(
-            time: now, path: plan.directories[item.index] + [victim.name], bytes: item.bytes, domain: victim.domain,
-            reason: plan.reason, lastUse: Double(victim.lastUse)))
+        var event = PurgeEvent(
+          time: now, path: plan.directories[item.index] + [victim.name], bytes: item.bytes, domain: victim.domain,
+          reason: plan.reason, lastUse: Double(victim.lastUse))
+        event.container = names[victim.container]
+        event.requester = requester
+        return .purge(event)
       })
     // The usage right after the purge, so a report's usage line drops with it (a shrink's
     // purge is followed by the capacity change's sample instead).
     if plan.reason != .shrink { recordUsage(.purge) }
+    let roots = domainRoots.withLock { $0 }
     purgeCost.purged(
       purged.compactMap { item in
         let victim = plan.victims[item.index]
-        guard let directory = victim.parent.directoryInode ?? domainRoots[victim.domain] else { return nil }
+        guard
+          let directory = victim.parent.directoryInode ?? roots[StorageArea(victim.container, victim.domain)]
+        else { return nil }
         return (PurgedNames.Key(directory: directory, name: victim.name), item.bytes)
       }, time: now)
     let notify: @Sendable () -> Void = { [self, purged] in

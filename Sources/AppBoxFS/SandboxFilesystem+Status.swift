@@ -24,6 +24,7 @@ extension SandboxFilesystem {
       + ",\"droppedEvents\":\(log.droppedEvents),\"lostEvents\":\(log.lostEvents)"
       + ",\"coalescedRefusals\":\(log.coalescedRefusals)"
       + (log.lastError.map { ",\"error\":" + JSONText.quoted($0) } ?? "") + "}"
+    let containers = device.map { ($0.all, $0.apps) }
     return storage.books.withLock { books in
       let ledger = books.ledger
       let catalog = books.catalog
@@ -71,8 +72,47 @@ extension SandboxFilesystem {
         ("requests", requests),
         ("stalePages", "{\"dropped\":\(drops.dropped),\"lapsed\":\(drops.lapsed)}"),
       ]
+      let device = deviceFields(ledger: ledger, catalog: catalog, containers: containers)
+      return "{" + (fields + device).map { JSONText.quoted($0.0) + ":" + $0.1 }.joined(separator: ",") + "}"
+    }
+  }
+
+  /// On a device: `"device":true` and each container (`"containers"`: id, kind, an app's
+  /// groups or a group's members, usage in all and by domain, purgeable bytes); nothing on
+  /// a plain mount. Called under the books' lock.
+  private func deviceFields(
+    ledger: QuotaLedger, catalog: PurgeCatalog,
+    containers: ([ContainerNumber: DeviceContainers.Container], DeviceApps)?
+  ) -> [(String, String)] {
+    guard let (all, apps) = containers else { return [] }
+    let groups = apps.groups
+    let items = all.sorted { ($0.value.kind.rawValue, $0.value.id) < ($1.value.kind.rawValue, $1.value.id) }.map {
+      number, container in
+      let related = container.kind == .app ? apps.apps[container.id] ?? [] : groups[container.id] ?? []
+      let usage = StorageDomain.allCases.map {
+        JSONText.quoted($0.machineName) + ":" + String(ledger.usage(StorageArea(number, $0)))
+      }
+      let purgeable = StorageDomain.purgeOrder.map {
+        JSONText.quoted($0.machineName) + ":" + String(catalog.purgeableBytes(domain: $0, container: number))
+      }
+      let fields: [(String, String)] = [
+        ("id", JSONText.quoted(container.id.name)),
+        ("kind", JSONText.quoted(container.kind.description)),
+        (
+          container.kind == .app ? "groups" : "members",
+          "[" + related.map { JSONText.quoted($0.name) }.joined(separator: ",") + "]"
+        ),
+        ("path", JSONText.quoted(bytes: Array(container.components.joined(separator: [UInt8(ascii: "/")])))),
+        ("used", String(ledger.usage(of: number))),
+        ("usage", "{" + usage.joined(separator: ",") + "}"),
+        ("purgeable", "{" + purgeable.joined(separator: ",") + "}"),
+      ]
       return "{" + fields.map { JSONText.quoted($0.0) + ":" + $0.1 }.joined(separator: ",") + "}"
     }
+    return [
+      ("device", "true"), ("deviceUsed", String(ledger.usage(of: .top))),
+      ("containers", "[" + items.joined(separator: ",") + "]"),
+    ]
   }
 }
 

@@ -58,6 +58,7 @@ extension SandboxFilesystem {
     _ ctx: Caller, node: NodeID, name: FileName, value: UnsafeRawBufferPointer, flags: Int32
   ) throws(Errno) {
     let inode = inodes.inode(node)
+    try checkChangeable(inode)
     if let attribute = AppBoxAttribute(name: name) {
       return try changingAttributes(inode, valueBytes: value.count + name.count) { () throws(Errno) in
         try setOwn(attribute, of: inode, to: Array(value), flags: flags)
@@ -93,7 +94,7 @@ extension SandboxFilesystem {
       list += shown
       list.append(0)
     }
-    if inode === inodes.root {
+    if inode === inodes.root || inode.isContainerRoot {
       for attribute in AppBoxAttribute.rootAttributes {
         list += Array(attribute.name.utf8)
         list.append(0)
@@ -105,6 +106,7 @@ extension SandboxFilesystem {
   /// `removexattr`; the block an attribute had may be freed, so the change is measured.
   public func removexattr(_ ctx: Caller, node: NodeID, name: FileName) throws(Errno) {
     let inode = inodes.inode(node)
+    try checkChangeable(inode)
     if let attribute = AppBoxAttribute(name: name) {
       return try changingAttributes(inode, valueBytes: 0) { () throws(Errno) in try removeOwn(attribute, of: inode) }
     }
@@ -146,7 +148,7 @@ extension SandboxFilesystem {
     case .purgeUrgency:
       return try Xattr.value(inode.fd, name: attribute.name)
     case .deviceState, .capacity, .availableImportant, .availableOpportunistic:
-      guard inode === inodes.root else { throw .noData }
+      guard inode === inodes.root || inode.isContainerRoot else { throw .noData }
       return Array(rootValue(attribute).utf8)
     }
   }
@@ -193,8 +195,8 @@ extension SandboxFilesystem {
         from: current, to: requested, isDirectory: inode.isDirectory, state: snapshot.state,
         cxExpired: snapshot.cxExpired)
     else { return }
-    try check(.openExisting, current, path: mountPath(of: inode))
-    try check(.openExisting, requested, path: mountPath(of: inode))
+    try check(.openExisting, current, path: mountPath(of: inode), in: inode.container)
+    try check(.openExisting, requested, path: mountPath(of: inode), in: inode.container)
     throw .notPermitted
   }
 

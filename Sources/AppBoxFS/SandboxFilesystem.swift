@@ -30,10 +30,15 @@ public final class SandboxFilesystem: Filesystem {
   let events: EventLog
   /// The backing directory's absolute path (to name paths in events).
   let backingPath: [UInt8]
-  /// Backing inode numbers of the purgeable domains' top directories.
-  let domainRoots: [StorageDomain: UInt64]
-  /// The fixed directories by backing inode number (they are never removed or renamed).
-  let fixedDirectories: [UInt64: SandboxLayout.FixedDirectory]
+  /// Backing inode numbers of each container's purgeable domains' top directories.
+  /// Lock order: a leaf.
+  let domainRoots: Mutex<[StorageArea: UInt64]>
+  /// Where each directory of the layout (and each container's metadata file) stands, by
+  /// backing inode number (they are never removed or renamed by programs): what a node
+  /// found again by file handle, or as "..", is. Lock order: a leaf.
+  let layoutInodes: Mutex<[UInt64: Inode.Place]>
+  /// A device mount's containers; nil on a plain mount.
+  let device: DeviceContainers?
   /// A readable descriptor of the backing root, for opening backing files by handle
   /// (the kernel does not take an `O_PATH` one there); -1 where that is not allowed.
   let handleMountFD: Int32
@@ -57,7 +62,7 @@ public final class SandboxFilesystem: Filesystem {
   let purgeCost = PurgeCost()
   /// The last usage sample logged (lock order: a leaf lock, taken after the quota lock is
   /// released).
-  let lastUsage = Mutex<UsageSample?>(nil)
+  let lastUsage = Mutex(LastUsage())
   /// The names of Caches and tmp files with more than one link, to put them back on the
   /// purge catalog when they are down to one.
   let linkNames = LinkNames()
@@ -68,21 +73,26 @@ public final class SandboxFilesystem: Filesystem {
   /// never overlap (the kernel serializes cross-directory renames too). Lock order: taken
   /// before any other lock of the daemon.
   let domainMoves = Mutex(())
+  /// Removals of containers so far: names their staging directories apart.
+  let removals = Atomic<UInt64>(0)
   /// Whether a request to drop inodes is under way.
   let releasing = Atomic<Bool>(false)
   /// Background work that must not run on a request thread: kernel notifications, timed
   /// lock transitions, background purges.
   let maintenance = DispatchQueue(label: "appbox.maintenance")
 
-  /// Opens the backing directory, creates the fixed layout in it, and indexes it (usage
-  /// per domain, the purge catalog).
+  /// Opens the backing directory, creates the fixed layout in it (a device's: its own
+  /// directories and every container's, ``DeviceBacking``), and indexes it (usage per
+  /// domain and container, the purge catalog).
   /// - Parameters:
   ///   - configuration: how long the kernel may cache replies.
   ///   - driver: what serves the filesystem (`FuseDriver` on a mount).
   ///   - indexProgress: told how far the index has got, every few thousand entries and
   ///     once at the end (a million files take seconds).
   /// - Throws: ``Errno`` when the backing directory cannot be opened or the layout cannot
-  ///   be created (e.g. a fixed name exists but is not a directory).
+  ///   be created (e.g. a fixed name exists but is not a directory); EINVAL when it holds
+  ///   another kind of sandbox or a device's containers are not consistent
+  ///   (``DeviceBacking/check(_:device:)`` says why).
   public init(
     backingDirectory: String, configuration: CacheTimeouts, options: SandboxOptions, driver: any FilesystemDriver,
     indexProgress: (@Sendable (IndexProgress) -> Void)? = nil
@@ -93,55 +103,90 @@ public final class SandboxFilesystem: Filesystem {
       Sys.close(rootFD)
       throw error
     }
+    let apps: DeviceApps?
+    do throws(DeviceBacking.Problem) {
+      if options.device {
+        apps = try DeviceBacking.prepare(rootFD: rootFD)
+      } else {
+        try DeviceBacking.checkKind(rootFD: rootFD, device: false)
+        apps = nil
+      }
+    } catch {
+      Sys.close(rootFD)
+      throw error.errno ?? .invalidArgument
+    }
+    let device = apps.map { DeviceContainers(apps: $0) }
+    self.device = device
     handleMountFD = Self.handleMountDescriptor(rootFD)
+    let rootPlace = Inode.Place(layout: device == nil ? .root : .device(.root), domain: .root)
     inodes = InodeTable(
-      root: Inode(node: .root, fd: rootFD, attributes: rootStat, fixed: nil, domain: .root, lookups: 1),
+      root: Inode(node: .root, fd: rootFD, attributes: rootStat, place: rootPlace, lookups: 1),
       retainedLimit: handleMountFD >= 0 ? options.retainedHandles : 0)
     self.configuration = configuration
     self.driver = driver
     passthrough = driver.passthrough
     self.options = options
     backingPath = Array(backingDirectory.utf8)
-    (domainRoots, fixedDirectories) = try Self.createLayout(in: rootFD)
-    try DefaultProtection.adopt(options.defaultProtection, rootFD: rootFD)
-    let (ledger, catalog) = try BackingScan.run(rootFD: rootFD, capacity: options.capacity, progress: indexProgress)
+    let (roots, layout) = try Self.createLayout(in: rootFD, device: device)
+    domainRoots = Mutex(roots)
+    layoutInodes = Mutex(layout)
+    try DefaultProtection.adopt(options.defaultProtection, rootFD: rootFD, layout: rootPlace.layout)
+    let (ledger, catalog) = try BackingScan.run(
+      rootFD: rootFD, layout: rootPlace.layout, device: device, capacity: options.capacity, progress: indexProgress)
     catalog.policy = options.purgePolicy
+    for (number, container) in device?.all ?? [:] { catalog.containerPaths[number] = container.components }
     storage = StorageState(ledger: ledger, catalog: catalog, waterMarks: options.waterMarks)
     protection = ProtectionState(options: options)
     events = EventLog(path: options.eventsPath, id: options.eventLogID, limits: options.eventLogLimits)
   }
 
   /// Creates every fixed directory that is missing; refuses a fixed name that is not a
-  /// directory (or is a symlink), changing nothing.
+  /// directory (or is a symlink), changing nothing. On a device (whose containers
+  /// ``DeviceBacking`` has made ready), every container's layout.
   /// - Returns: the backing inode numbers of the purgeable domains' top directories, and
-  ///   every fixed directory by its backing inode number.
-  static func createLayout(in rootFD: Int32) throws(Errno) -> (
-    [StorageDomain: UInt64], [UInt64: SandboxLayout.FixedDirectory]
+  ///   where every directory of the layout (and metadata file) stands, by backing inode.
+  static func createLayout(in rootFD: Int32, device: DeviceContainers?) throws(Errno) -> (
+    [StorageArea: UInt64], [UInt64: Inode.Place]
   ) {
-    var roots: [StorageDomain: UInt64] = [:]
-    var fixed: [UInt64: SandboxLayout.FixedDirectory] = [:]
-    for directory in SandboxLayout.creationOrder {
-      var dirFD = try Sys.dup(rootFD)
-      defer { Sys.close(dirFD) }
-      for component in directory.components {
-        let name = component + [0]
-        let next = try name.withUnsafeBufferPointer { (p) throws(Errno) -> Int32 in
-          let cname = UnsafeRawPointer(p.baseAddress!).assumingMemoryBound(to: CChar.self)
-          do throws(Errno) {
-            return try Sys.openat(dirFD, cname, Linux.openPath | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
-          } catch  where error == .noEntry {
-            try Sys.mkdirat(dirFD, cname, 0o755)
-            return try Sys.openat(dirFD, cname, Linux.openPath | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
-          }
-        }
-        Sys.close(dirFD)
-        dirFD = next
-      }
-      let inode = UInt64(try Sys.fstat(dirFD).st_ino)
-      fixed[inode] = directory
-      if directory.domain.isPurgeable { roots[directory.domain] = inode }
+    var roots: [StorageArea: UInt64] = [:]
+    var layout: [UInt64: Inode.Place] = [:]
+    guard let device else {
+      try containerLayout(.app, at: rootFD, number: .top, roots: &roots, layout: &layout)
+      return (roots, layout)
     }
-    return (roots, fixed)
+    for directory in DeviceLayout.creationOrder {
+      let fd = try DeviceBacking.makeDirectories(directory.components, in: rootFD)
+      defer { Sys.close(fd) }
+      layout[UInt64(try Sys.fstat(fd).st_ino)] = Inode.Place(layout: .device(directory), domain: .root)
+    }
+    for (number, container) in device.all {
+      let fd = try DeviceBacking.makeDirectories(container.components, in: rootFD)
+      defer { Sys.close(fd) }
+      try containerLayout(container.kind, at: fd, number: number, roots: &roots, layout: &layout)
+    }
+    return (roots, layout)
+  }
+
+  /// Records (making what is missing) the layout of one container whose root is `fd`.
+  static func containerLayout(
+    _ kind: ContainerKind, at fd: Int32, number: ContainerNumber, roots: inout [StorageArea: UInt64],
+    layout: inout [UInt64: Inode.Place]
+  ) throws(Errno) {
+    if number != .top {
+      layout[UInt64(try Sys.fstat(fd).st_ino)] = Inode.Place(layout: kind.rootPlace, domain: .root, container: number)
+      let metadata = try FileName.withBytes(DeviceLayout.metadataFileName) { (name) throws(Errno) -> stat in
+        try Sys.fstatat(fd, name.cString, AT_SYMLINK_NOFOLLOW)
+      }
+      layout[UInt64(metadata.st_ino)] = Inode.Place(domain: .root, container: number, isContainerMetadata: true)
+    }
+    for directory in kind.fixedDirectories {
+      let dirFD = try DeviceBacking.makeDirectories(directory.components, in: fd)
+      defer { Sys.close(dirFD) }
+      let inode = UInt64(try Sys.fstat(dirFD).st_ino)
+      layout[inode] = Inode.Place(
+        fixed: directory, layout: directory.place(in: kind), domain: directory.domain, container: number)
+      if directory.domain.isPurgeable { roots[StorageArea(number, directory.domain)] = inode }
+    }
   }
 
   public func mounted(notifier: any KernelNotifier) {
@@ -159,8 +204,8 @@ public final class SandboxFilesystem: Filesystem {
     guard releasing.compareExchange(expected: false, desired: true, ordering: .relaxed).exchanged else { return }
     maintenance.async { [self] in
       defer { releasing.store(false, ordering: .relaxed) }
-      // Fixed directories keep their descriptors whatever the kernel holds.
-      dropIdleEntries(atMost: max(1, inodes.count / 4)) { $0.fixed == nil }
+      // The layout's directories keep their descriptors whatever the kernel holds.
+      dropIdleEntries(atMost: max(1, inodes.count / 4)) { $0.fixed == nil && $0.layout == .other }
     }
   }
 
@@ -186,12 +231,6 @@ public final class SandboxFilesystem: Filesystem {
 
   // MARK: - Helpers shared by the handlers
 
-  /// How the layout treats names in `directory`.
-  func layoutParent(_ directory: Inode) -> SandboxLayout.Parent {
-    if directory === inodes.root { return .root }
-    return directory.fixed == .library ? .library : .other
-  }
-
   /// The reply for `inode` with fresh attributes.
   ///
   /// Past the descriptor budget the entry is not cached (timeout 0): the kernel deletes
@@ -207,20 +246,23 @@ public final class SandboxFilesystem: Filesystem {
       generation: inode === inodes.root ? 0 : generation)
   }
 
-  /// Looks `name` up in `parent` and takes one lookup on the result.
+  /// Looks `name` up in `parent` and takes one lookup on the result. On a device, AppBox's
+  /// staging names and anything in a directory of containers that is not one are not
+  /// there (ENOENT).
   func lookupEntry(in parent: Inode, name: FileName) throws(Errno) -> Entry {
+    if hides(name, in: parent) { throw .noEntry }
     let fd = try openInode(in: parent, name: name)
     let attributes: stat
-    do throws(Errno) { attributes = try Sys.fstat(fd) } catch {
+    let place: Inode.Place
+    do throws(Errno) {
+      attributes = try Sys.fstat(fd)
+      place = try self.place(of: name, in: parent, isDirectory: attributes.st_mode & S_IFMT == S_IFDIR)
+    } catch {
       Sys.close(fd)
       throw error
     }
-    let fixed =
-      attributes.st_mode & S_IFMT == S_IFDIR
-      ? SandboxLayout.fixedDirectory(named: name, in: layoutParent(parent)) : nil
-    let inode = inodes.remember(
-      fd: fd, attributes: attributes, fixed: fixed, domain: fixed?.domain ?? parent.domain, parent: inodes.node(parent),
-      name: name)!  // no expected node id: always an inode
+    // No expected node id: always an inode.
+    let inode = inodes.remember(fd: fd, attributes: attributes, place: place, parent: inodes.node(parent), name: name)!
     if inodes.count > descriptorBudget { releaseDescriptors() }
     return entry(inode, attributes)
   }
@@ -262,13 +304,85 @@ public final class SandboxFilesystem: Filesystem {
     }
   }
 
-  /// Refuses a new name directly in the container root.
+  /// Refuses a new name directly in an app container's root or a device's own
+  /// directories.
   func checkCanCreate(in parent: Inode) throws(Errno) {
-    guard SandboxLayout.allowsNewEntries(in: layoutParent(parent)) else { throw .notPermitted }
+    guard SandboxLayout.allowsNewEntries(in: parent.layout) else { throw .notPermitted }
   }
 
-  /// Refuses removing, renaming or replacing a fixed directory.
+  /// Refuses removing, renaming or replacing a fixed directory, a container's metadata
+  /// file, or anything in a device's own directories (containers go by `appbox app remove`).
   func checkCanRemove(_ name: FileName, in parent: Inode) throws(Errno) {
-    guard SandboxLayout.allowsRemoval(of: name, in: layoutParent(parent)) else { throw .notPermitted }
+    guard SandboxLayout.allowsRemoval(of: name, in: parent.layout) else { throw .notPermitted }
+  }
+
+  /// Refuses changing a container's metadata file (its data, attributes or links): the
+  /// device's record of its apps.
+  @inline(__always)
+  func checkChangeable(_ inode: Inode) throws(Errno) {
+    if inode.isContainerMetadata { throw .notPermitted }
+  }
+
+  /// Refuses an item moving or linking from one container to another (EXDEV: each
+  /// container is a volume of its own as far as programs go).
+  @inline(__always)
+  func checkSameContainer(_ a: Inode, _ b: Inode) throws(Errno) {
+    if a.container != b.container { throw .crossDevice }
+  }
+
+  // MARK: Where names stand in the layout
+
+  /// Whether `name` in `directory` is hidden: AppBox's staging names in a device's
+  /// directories of containers.
+  @inline(__always)
+  func hides(_ name: some Collection<UInt8>, in directory: Inode) -> Bool {
+    guard case .device(let place) = directory.layout, place.containerKind != nil else { return false }
+    return DeviceLayout.isStaging(name)
+  }
+
+  /// Where the entry `name` of `parent` stands in the layout.
+  /// - Throws: ENOENT for an entry of a directory of containers that is not a container
+  ///   the device knows (hidden).
+  func place(of name: some Collection<UInt8>, in parent: Inode, isDirectory: Bool) throws(Errno) -> Inode.Place {
+    try Self.place(
+      of: name, in: Inode.Place(layout: parent.layout, domain: parent.domain, container: parent.container),
+      isDirectory: isDirectory, device: device)
+  }
+
+  /// Where the entry `name` of a directory that stands at `parent` stands in the layout
+  /// (``place(of:in:isDirectory:)``; the mount-time index asks too).
+  static func place(
+    of name: some Collection<UInt8>, in parent: Inode.Place, isDirectory: Bool, device: DeviceContainers?
+  ) throws(Errno) -> Inode.Place {
+    switch parent.layout {
+    case .other:
+      return Inode.Place(domain: parent.domain, container: parent.container)
+    case .device(let directory):
+      if let kind = directory.containerKind {
+        guard isDirectory, let number = device?.number(of: kind, named: name) else { throw .noEntry }
+        return Inode.Place(layout: kind.rootPlace, domain: .root, container: number)
+      }
+      if isDirectory, let child = directory.child(named: name) {
+        return Inode.Place(layout: .device(child), domain: .root)
+      }
+      return Inode.Place(domain: .root)  // something put beside the device's directories
+    case .root, .library, .groupRoot, .groupLibrary:
+      let kind: ContainerKind = parent.layout == .root || parent.layout == .library ? .app : .group
+      if isDirectory, let fixed = SandboxLayout.fixedDirectory(named: name, in: parent.layout) {
+        return Inode.Place(
+          fixed: fixed, layout: fixed.place(in: kind), domain: fixed.domain, container: parent.container)
+      }
+      let metadata =
+        device != nil && !isDirectory && (parent.layout == .root || parent.layout == .groupRoot)
+        && name.elementsEqual(DeviceLayout.metadataFileName)
+      return Inode.Place(domain: parent.domain, container: parent.container, isContainerMetadata: metadata)
+    }
+  }
+
+  /// The bundle or group id of a device's container (nil on a plain mount, for the
+  /// device's own directories, and for a container removed meanwhile).
+  func containerName(_ number: ContainerNumber) -> String? {
+    guard number != .top else { return nil }
+    return device?.container(number)?.id.name
   }
 }

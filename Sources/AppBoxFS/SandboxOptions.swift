@@ -3,6 +3,9 @@ import SandboxPolicy
 
 /// How a sandbox behaves: its policies' settings, chosen at mount.
 public struct SandboxOptions: Sendable {
+  /// A device mount (`--device`): several app and App Group containers on one capacity,
+  /// one lock state and one purge order (docs/reference.md#a-device).
+  public var device = false
   /// Capacity in bytes (`--capacity`).
   public var capacity: Int64 = 4 << 30
   /// Class of new items whose directory has none (`--default-protection`).

@@ -6,8 +6,8 @@ import Synchronization
   import Glibc
 #endif
 
-/// The quota books: usage per domain, the catalog of purgeable files, and counters, under
-/// one lock so that they never disagree.
+/// The quota books: usage per domain (and container), the catalog of purgeable files, and
+/// counters, under one lock so that they never disagree.
 ///
 /// Ownership rule: whoever unlinks a file's last name uncharges it (a program's unlink, or
 /// a purge whose unlink succeeded), so a purge racing an unlink never uncharges twice.
@@ -31,6 +31,9 @@ final class StorageState: Sendable {
     /// The top directories of subtrees moving to another domain (``beginMove(_:)``): no
     /// purge commits to a file inside them.
     var moving: [UInt64] = []
+    /// Containers being removed (``beginRemoval(_:)``): nothing of theirs goes on the
+    /// catalog, and no purge commits to a file of theirs.
+    var closing: Set<ContainerNumber> = []
   }
 
   /// A victim on its way out; `committed` once the purge is about to unlink it.
@@ -55,6 +58,8 @@ final class StorageState: Sendable {
     /// Each victim's directory path below the mount root, for events and the unlink.
     var directories: [[[UInt8]]] = []
     var reason: PurgeReason
+    /// The container whose allocation needed the room (a purge under pressure).
+    var requester: ContainerNumber? = nil
   }
 
   /// Lock order: held only for bookkeeping, never across a syscall; may be taken inside
@@ -75,25 +80,28 @@ final class StorageState: Sendable {
   /// - Returns: the bytes granted, or nil with the purge to carry out first (nil, nil:
   ///   nothing to purge).
   func reserveOrPlan(
-    _ need: Int64, domain: StorageDomain, sparing: Set<UInt64> = []
+    _ need: Int64, area: StorageArea, sparing: Set<UInt64> = []
   ) -> (granted: Int64?, plan: PurgePlan?) {
     books.withLock { books in
       let shortfall = need - books.ledger.free
       if shortfall <= 0 {
-        books.ledger.charge(domain: domain, delta: need)
+        books.ledger.charge(area, delta: need)
         return (need, nil)
       }
       let victims = books.catalog.chooseVictims(toFree: shortfall, sparing: sparing)
-      return (nil, victims.isEmpty ? nil : Self.take(victims, reason: .pressure, books: &books))
+      guard !victims.isEmpty else { return (nil, nil) }
+      var plan = Self.take(victims, reason: .pressure, books: &books)
+      plan.requester = area.container
+      return (nil, plan)
     }
   }
 
   /// Takes what is free of `need` bytes.
   /// - Returns: the bytes granted, ≤ need.
-  func reserveFree(_ need: Int64, domain: StorageDomain) -> Int64 {
+  func reserveFree(_ need: Int64, area: StorageArea) -> Int64 {
     books.withLock { books in
       let granted = min(need, books.ledger.free)
-      books.ledger.charge(domain: domain, delta: granted)
+      books.ledger.charge(area, delta: granted)
       return granted
     }
   }
@@ -107,11 +115,7 @@ final class StorageState: Sendable {
     plan.victims.reserveCapacity(victims.count)
     plan.directories.reserveCapacity(victims.count)
     for victim in victims where !isMoving(victim, books: books) {
-      let directory: [[UInt8]]
-      switch victim.parent {
-      case .root(let domain): directory = domain.rootComponents
-      case .directory(let ino): directory = books.catalog.path(ofDirectory: ino) ?? []
-      }
+      let directory = books.catalog.path(of: victim.parent) ?? []
       guard books.catalog.removeFile(ino: victim.ino) else { continue }
       books.inFlight[victim.ino] = InFlight(victim: victim)
       plan.victims.append(victim)
@@ -160,6 +164,10 @@ final class StorageState: Sendable {
         books.inFlight[ino] = nil
         return false
       }
+      if books.closing.contains(flight.victim.container) {
+        books.inFlight[ino] = nil  // its container is being removed, files and all
+        return false
+      }
       if Self.isMoving(flight.victim, books: books) {
         books.inFlight[ino] = nil
         Self.restore(flight.victim, books: &books)
@@ -174,7 +182,7 @@ final class StorageState: Sendable {
   func finish(_ ino: UInt64, bytes: Int64) {
     books.withLock { books in
       guard let flight = books.inFlight.removeValue(forKey: ino) else { return }
-      books.ledger.charge(domain: flight.victim.domain, delta: -bytes)
+      books.ledger.charge(StorageArea(flight.victim.container, flight.victim.domain), delta: -bytes)
       books.purges += 1
       books.bytesPurged += bytes
     }
@@ -202,7 +210,9 @@ final class StorageState: Sendable {
   /// Adds a victim back to the catalog, if its directory is still tracked.
   private static func restore(_ victim: PurgeCatalog.Victim, books: inout Books) {
     let catalog = books.catalog
-    guard !catalog.contains(ino: victim.ino), !catalog.containsDirectory(ino: victim.ino) else { return }
+    guard !books.closing.contains(victim.container), !catalog.contains(ino: victim.ino),
+      !catalog.containsDirectory(ino: victim.ino)
+    else { return }
     if case .directory(let parent) = victim.parent, !catalog.containsDirectory(ino: parent) { return }
     catalog.addFile(
       ino: victim.ino, parent: victim.parent, name: victim.name, bytes: victim.bytes, urgency: victim.urgency,
@@ -255,6 +265,34 @@ final class StorageState: Sendable {
     return books.moving.contains { books.catalog.isDirectory(parent, inside: $0) }
   }
 
+  // MARK: Containers being removed
+
+  /// Starts removing the containers `numbers`: their files leave the catalog, no purge
+  /// commits to one of them from now on (a victim not committed to yet is dropped), and
+  /// nothing of theirs goes on the catalog again. The victims already committed to are
+  /// returned: the caller waits for them (``waitForVictims(_:)``) before it moves the
+  /// containers away, so that no purge unlinks by a path that no longer leads there.
+  func beginRemoval(_ numbers: Set<ContainerNumber>) -> [UInt64] {
+    books.withLock { books in
+      books.closing.formUnion(numbers)
+      var committed: [UInt64] = []
+      for (ino, flight) in books.inFlight where numbers.contains(flight.victim.container) {
+        if flight.committed { committed.append(ino) } else { books.inFlight[ino] = nil }
+      }
+      for number in numbers { books.catalog.removeContainer(number) }
+      return committed
+    }
+  }
+
+  /// Ends removing containers: what is still charged to them (files a program made in
+  /// them meanwhile, which stay until the next mount) is left on the books.
+  func endRemoval(_ numbers: Set<ContainerNumber>) {
+    books.withLock { books in
+      books.closing.subtract(numbers)
+      for number in numbers { books.catalog.containerPaths[number] = nil }
+    }
+  }
+
   /// Plans an explicit or background purge.
   func plan(reason: PurgeReason, _ choose: (PurgeCatalog, QuotaLedger) -> [PurgeCatalog.Victim]) -> PurgePlan {
     books.withLock { books in
@@ -263,23 +301,23 @@ final class StorageState: Sendable {
     }
   }
 
-  /// Records an allocation change of `domain` (and of the file's catalog entry).
+  /// Records an allocation change of `area` (and of the file's catalog entry).
   /// - Returns: how far usage is now above the capacity (0 when within it).
   @discardableResult
-  func charge(_ delta: Int64, domain: StorageDomain, trackedFile ino: UInt64? = nil, newBytes: Int64 = 0) -> Int64 {
+  func charge(_ delta: Int64, area: StorageArea, trackedFile ino: UInt64? = nil, newBytes: Int64 = 0) -> Int64 {
     books.withLock { books in
-      books.ledger.charge(domain: domain, delta: delta)
+      books.ledger.charge(area, delta: delta)
       if let ino, !books.catalog.setBytes(ino: ino, newBytes) { books.inFlight[ino]?.victim.bytes = newBytes }
       return delta > 0 ? max(0, books.ledger.used - books.ledger.capacity) : 0
     }
   }
 
-  /// Moves `bytes` of usage from one domain to another: an item that changed domain.
-  func move(_ bytes: Int64, from: StorageDomain, to: StorageDomain) {
+  /// Moves `bytes` of usage from one area to another: an item that changed domain.
+  func move(_ bytes: Int64, from: StorageArea, to: StorageArea) {
     guard bytes != 0, from != to else { return }
     books.withLock { books in
-      books.ledger.charge(domain: from, delta: -bytes)
-      books.ledger.charge(domain: to, delta: bytes)
+      books.ledger.charge(from, delta: -bytes)
+      books.ledger.charge(to, delta: bytes)
     }
   }
 

@@ -128,9 +128,47 @@ public enum ReportPage {
         ),
       ])
 
+    if !summary.containers.isEmpty { body += containersSection(summary) }
+
     body += Markup.text("h2", [], "Summary")
     body += summaryTable(summary.rows)
     return Markup.page(title: "AppBox report: \(source)", body: body)
+  }
+
+  /// A device's containers: bytes purged from each, and who paid for whose writes (a
+  /// table: each cell has its `data-cache`, `data-writer` and `data-bytes`).
+  static func containersSection(_ summary: ReportSummary) -> String {
+    var body = Markup.text("h2", [], "Containers")
+    body += SVGChart.barChart(
+      id: "containers", title: "Bytes purged from each container",
+      bars: summary.containers.map {
+        SVGChart.Bar(
+          label: $0.id, value: Double($0.bytesPurged),
+          text: "\($0.filesPurged) file\($0.filesPurged == 1 ? "" : "s"), \(ByteCount($0.bytesPurged).formatted)",
+          color: $0.kind == "group" ? "#2ca02c" : "#5bc0de", key: "container.\($0.id)")
+      })
+    guard !summary.paidFor.isEmpty else { return body }
+    body += Markup.text("h3", [], "Whose caches paid for whose writes")
+    let writers = Array(Set(summary.paidFor.map(\.writer))).sorted()
+    let caches = Array(Set(summary.paidFor.map(\.cache))).sorted()
+    var table = Markup.element(
+      "tr", [],
+      Markup.text("th", [], "files of ↓ for writes of →")
+        + writers.map { Markup.text("th", [("scope", "col")], $0) }.joined())
+    for cache in caches {
+      var cells = Markup.text("th", [("scope", "row")], cache)
+      for writer in writers {
+        let entry = summary.paidFor.first { $0.cache == cache && $0.writer == writer }
+        cells += Markup.text(
+          "td",
+          [
+            ("class", "number"), ("data-cache", cache), ("data-writer", writer), ("data-bytes", "\(entry?.bytes ?? 0)"),
+          ],
+          entry.map { "\(ByteCount($0.bytes).formatted) (\($0.files))" } ?? "–")
+      }
+      table += Markup.element("tr", [], cells)
+    }
+    return body + Markup.element("table", [("id", "paid-for")], table)
   }
 
   /// The summary rows as a table; each value cell has the row's `data-key` and, when the

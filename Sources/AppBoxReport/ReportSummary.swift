@@ -58,6 +58,11 @@ public struct ReportSummary: Sendable, Hashable {
   /// Missed lookups of names the app did not create again afterwards.
   public var missedNotRecreated = 0
 
+  /// On a device: each container's figures, by id (empty for a plain mount's log).
+  public var containers: [ContainerSummary] = []
+  /// On a device: bytes purged from one container's caches for another's allocations.
+  public var paidFor: [PaidFor] = []
+
   /// The purge cost: how many purged names the app paid for, each once: created again,
   /// or looked up and missed and not created again (a lookup that misses and the
   /// create that follows are one re-fetch).
@@ -78,6 +83,7 @@ public struct ReportSummary: Sendable, Hashable {
     var missedPaths: [[UInt8]: Int] = [:]
     var state: String?
     var stateSince = start ?? 0
+    var tally = ContainerTally()
     var seconds: [String: Double] = [:]
     var order: [String] = []
     func enter(_ next: String, at time: Double) {
@@ -111,6 +117,7 @@ public struct ReportSummary: Sendable, Hashable {
         if firstCapacity == nil { noteCapacity(change.from) }
         noteCapacity(change.to)
       case .purge(let purge):
+        tally.purge(purge)
         purges += 1
         bytesPurged = Statistics.sum(bytesPurged, purge.bytes)
         let key = purge.domain.machineName + "/" + purge.reason.rawValue
@@ -120,6 +127,7 @@ public struct ReportSummary: Sendable, Hashable {
         group.bytes = Statistics.sum(group.bytes, purge.bytes)
         groups[key] = group
       case .purgeCost(let cost):
+        tally.cost(cost)
         switch cost.kind {
         case .recreated:
           recreated += 1
@@ -131,6 +139,7 @@ public struct ReportSummary: Sendable, Hashable {
         }
         delays.append(cost.secondsSincePurge)
       case .refusal(let refusal):
+        tally.refusal(refusal)
         refusals = Statistics.sum(refusals, refusal.count)
       case .unreadableClass:
         unreadableClasses += 1
@@ -138,10 +147,13 @@ public struct ReportSummary: Sendable, Hashable {
         stateChanges += 1
         if state == nil { enter(change.from.name, at: start ?? change.time) }
         enter(change.to.name, at: change.time)
+      case .containerUsage(let usage):
+        tally.usage(usage)
       case .log, .rotate:
         break
       }
     }
+    (containers, paidFor) = tally.finish()
     if state != nil, let end { enter(state!, at: end) }
     missedNotRecreated = missedPaths.values.reduce(0, +)
     timeInState = order.map { ($0, seconds[$0] ?? 0) }
@@ -212,6 +224,38 @@ extension ReportSummary {
             : " (" + timeInState.map { "\($0.state) \(Statistics.seconds($0.seconds))" }.joined(separator: ", ") + ")")
       ),
     ]
+    return rows + deviceRows
+  }
+
+  /// On a device, a line per container and per pair of containers where one's caches paid
+  /// for the other's writes.
+  var deviceRows: [SummaryRow] {
+    func bytes(_ value: Int64?) -> String { value.map { ByteCount($0).formatted } ?? "–" }
+    var rows: [SummaryRow] = []
+    for container in containers {
+      var text = (container.kind.map { "\($0): " } ?? "") + "used \(bytes(container.lastUsed)) at the end"
+      text += container.peakUsed.map { " (peak \(bytes($0)))" } ?? ""
+      text +=
+        "; purged \(container.filesPurged) file\(container.filesPurged == 1 ? "" : "s"), \(bytes(container.bytesPurged))"
+      if container.bytesForOwnWrites > 0 || container.bytesForOthers > 0 {
+        text +=
+          " (\(bytes(container.bytesForOwnWrites)) for its own writes, \(bytes(container.bytesForOthers)) for others')"
+      }
+      if container.bytesOthersPaid > 0 {
+        text += "; others' caches paid \(bytes(container.bytesOthersPaid)) for its writes"
+      }
+      text += "; purge cost \(container.purgeCost); \(container.refusals) refusal\(container.refusals == 1 ? "" : "s")"
+      rows.append(
+        SummaryRow(
+          key: "container.\(container.id)", label: "Container \(container.id)", value: Double(container.bytesPurged),
+          text: text))
+    }
+    for entry in paidFor {
+      rows.append(
+        SummaryRow(
+          key: "paid.\(entry.cache).\(entry.writer)", label: "  \(entry.cache)'s files for \(entry.writer)'s writes",
+          value: Double(entry.bytes), text: "\(entry.files) file\(entry.files == 1 ? "" : "s"), \(bytes(entry.bytes))"))
+    }
     return rows
   }
 

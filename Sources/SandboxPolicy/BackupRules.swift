@@ -3,7 +3,9 @@
 ///
 /// A backup holds `Documents/` and `Library/` except `Library/Caches/`, minus every item
 /// excluded by Apple's attributes (on the item or any ancestor: a walk does not descend
-/// into an excluded directory); never `tmp/`.
+/// into an excluded directory); never `tmp/`. An App Group's container on a device
+/// (domain `AppDomainGroup-<group id>`) is backed up whole but `Library/Caches/` and its
+/// metadata file (docs/reference.md#a-device).
 public enum BackupRules {
   /// Apple's modern exclusion attribute (`isExcludedFromBackup`): any value excludes.
   public static let modernExclusionName: [UInt8] = Array(BackupExclusion.attributeName.utf8)
@@ -30,7 +32,18 @@ public enum BackupRules {
     case legacy
   }
 
-  /// The scope of a path given as components below the container root.
+  /// The scope of a path given as components below the root of a container of `kind`.
+  public static func scope(of components: [[UInt8]], in kind: ContainerKind) -> Scope {
+    guard kind == .group else { return scope(of: components) }
+    guard let top = components.first else { return .outside }
+    if components.count == 1, top.elementsEqual(DeviceLayout.metadataFileName) { return .outside }
+    if top.elementsEqual("Library".utf8), components.count > 1, components[1].elementsEqual("Caches".utf8) {
+      return .caches
+    }
+    return .backedUp
+  }
+
+  /// The scope of a path given as components below an app container's root.
   public static func scope(of components: [[UInt8]]) -> Scope {
     guard let top = components.first else { return .outside }
     if top.elementsEqual("Documents".utf8) { return .backedUp }
@@ -61,6 +74,14 @@ public enum BackupRules {
     domain.hasPrefix("AppDomain-") ? String(domain.dropFirst("AppDomain-".count)) : nil
   }
 
+  /// The backup domain of an App Group's container: `AppDomainGroup-<group id>`.
+  public static func groupDomain(groupID: String) -> String { "AppDomainGroup-" + groupID }
+
+  /// The group's id in a domain name, when it is an App Group's domain.
+  public static func groupID(ofDomain domain: String) -> String? {
+    domain.hasPrefix("AppDomainGroup-") ? String(domain.dropFirst("AppDomainGroup-".count)) : nil
+  }
+
   /// Whether `id` can be a bundle id: letters, digits, `.`, `-`, `_`, not empty, at most 255.
   public static func isValidBundleID(_ id: String) -> Bool {
     !id.isEmpty && id.utf8.count <= 255
@@ -70,14 +91,15 @@ public enum BackupRules {
   }
 
   /// The components of a relative path from a backup, when a restore may create it: no
-  /// empty, `.` or `..` component, no NUL, and inside the backed-up scope.
-  public static func restorableComponents(_ relativePath: [UInt8]) -> [[UInt8]]? {
+  /// empty, `.` or `..` component, no NUL, and inside the backed-up scope (of a container
+  /// of `kind`).
+  public static func restorableComponents(_ relativePath: [UInt8], in kind: ContainerKind = .app) -> [[UInt8]]? {
     guard !relativePath.isEmpty, !relativePath.contains(0), relativePath.first != UInt8(ascii: "/") else { return nil }
     let components = relativePath.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false).map(Array.init)
     for component in components where component.isEmpty || component == [0x2E] || component == [0x2E, 0x2E] {
       return nil
     }
-    return scope(of: components) == .backedUp ? components : nil
+    return scope(of: components, in: kind) == .backedUp ? components : nil
   }
 }
 

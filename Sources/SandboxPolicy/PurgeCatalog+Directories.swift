@@ -9,11 +9,11 @@ extension PurgeCatalog {
   ///   - name: The directory's name, as raw bytes.
   public func registerDirectory(ino: UInt64, parent: Parent, name: [UInt8]) {
     precondition(fileIndex[ino] == nil, "PurgeCatalog: \(ino) is a file")
-    let (parentSlot, domain) = resolve(parent)
+    let (parentSlot, domain, container) = resolve(parent)
     let stored = storeName(name)
     let directory = DirectorySlot(
       ino: ino, nameOffset: stored.offset, parent: parentSlot, childCount: 0,
-      nameLength: stored.length, domain: domain)
+      nameLength: stored.length, domain: domain, container: container)
     let slot: Int32
     if let free = freeDirectorySlots.popLast() {
       slot = free
@@ -41,7 +41,9 @@ extension PurgeCatalog {
   @discardableResult
   public func renameDirectory(ino: UInt64, to newParent: Parent, newName: [UInt8]) -> Bool {
     guard let slot = directoryIndex[ino] else { return false }
-    let (parentSlot, domain) = resolve(newParent)
+    let (parentSlot, domain, container) = resolve(newParent)
+    precondition(
+      container == directories[Int(slot)].container, "PurgeCatalog: directory \(ino) moved to another container")
     var ancestor = parentSlot
     while ancestor >= 0 {
       precondition(ancestor != slot, "PurgeCatalog: directory \(ino) moved into itself")
@@ -103,6 +105,32 @@ extension PurgeCatalog {
       freeDirectorySlots.append(Int32(index))
     }
     freeDirectorySlot(root)
+    compactNamesIfNeeded()
+    return removed
+  }
+
+  /// Stops tracking every file and directory of a container, as when it is removed.
+  /// Scans every slot: O(files), for rare operations.
+  /// - Parameter container: The container.
+  /// - Returns: The inode numbers of the files that were tracked in it.
+  @discardableResult
+  public func removeContainer(_ container: ContainerNumber) -> [UInt64] {
+    let number = container.rawValue
+    var removed: [UInt64] = []
+    for index in files.indices where files[index].domain != Self.freeMarker && files[index].container == number {
+      let ino = files[index].ino
+      fileIndex[ino] = nil
+      freeFileSlot(Int32(index))
+      removed.append(ino)
+    }
+    for index in directories.indices
+    where directories[index].domain != Self.freeMarker && directories[index].container == number {
+      directoryIndex[directories[index].ino] = nil
+      releaseName(length: directories[index].nameLength)
+      directories[index].domain = Self.freeMarker
+      directories[index].childCount = 0
+      freeDirectorySlots.append(Int32(index))
+    }
     compactNamesIfNeeded()
     return removed
   }

@@ -15,5 +15,7 @@ extension PurgeCatalog {
     public var parent: Parent
     /// The file's name, as raw bytes.
     public var name: [UInt8]
+    /// The file's container.
+    public var container: ContainerNumber = .top
   }
 }

@@ -15,12 +15,12 @@ extension PurgeCatalog {
   ) {
     precondition(bytes >= 0, "PurgeCatalog: negative size \(bytes)")
     precondition(directoryIndex[ino] == nil, "PurgeCatalog: \(ino) is a directory")
-    let (parentSlot, domain) = resolve(parent)
+    let (parentSlot, domain, container) = resolve(parent)
     let stored = storeName(name)
     let file = FileSlot(
       ino: ino, bytes: bytes, nameOffset: stored.offset, lastUse: lastUse, openCount: 0,
       parent: parentSlot, prev: -1, next: -1, nameLength: stored.length, domain: domain,
-      urgency: urgency.rawValue)
+      urgency: urgency.rawValue, container: container)
     let slot: Int32
     if freeFileHead >= 0 {
       slot = freeFileHead
@@ -34,7 +34,7 @@ extension PurgeCatalog {
     let previous = fileIndex.updateValue(slot, forKey: ino)
     precondition(previous == nil, "PurgeCatalog: file \(ino) added twice")
     adjustChildCount(parentSlot, by: 1)
-    trackedBytesByRank[Self.rank(ofDomain: domain)] += bytes
+    count(bytes, rank: Self.rank(ofDomain: domain), container: container, open: false)
     linkOrdered(slot, bucket: bucket(ofFile: slot))
   }
 
@@ -55,8 +55,8 @@ extension PurgeCatalog {
     let file = files[Int(slot)]
     unlink(slot, bucket: bucket(ofFile: slot))
     let rank = Self.rank(ofDomain: file.domain)
-    trackedBytesByRank[rank] -= file.bytes
-    if file.openCount > 0 { openBytesByRank[rank] -= file.bytes }
+    count(-file.bytes, rank: rank, container: file.container, open: false)
+    if file.openCount > 0 { count(-file.bytes, rank: rank, container: file.container, open: true) }
     adjustChildCount(file.parent, by: -1)
     releaseName(length: file.nameLength)
     files[Int(slot)].domain = Self.freeMarker
@@ -67,7 +67,7 @@ extension PurgeCatalog {
   // MARK: - Changing files
 
   /// Records a rename of a file within the purgeable domains (possibly from `tmp` to
-  /// `caches` or back). A move out of them is `removeFile(ino:)`.
+  /// `caches` or back) of its container. A move out of them is `removeFile(ino:)`.
   /// - Parameters:
   ///   - ino: The backing inode number.
   ///   - newParent: The directory the file is now in.
@@ -76,8 +76,9 @@ extension PurgeCatalog {
   @discardableResult
   public func moveFile(ino: UInt64, to newParent: Parent, newName: [UInt8]) -> Bool {
     guard let slot = fileIndex[ino] else { return false }
-    let (parentSlot, domain) = resolve(newParent)
+    let (parentSlot, domain, container) = resolve(newParent)
     let old = files[Int(slot)]
+    precondition(container == old.container, "PurgeCatalog: file \(ino) moved to another container")
     let stored = storeName(newName)
     releaseName(length: old.nameLength)
     adjustChildCount(old.parent, by: -1)
@@ -95,15 +96,15 @@ extension PurgeCatalog {
     return true
   }
 
-  /// Moves a file's byte counts from one domain's totals to another's.
+  /// Moves a file's byte counts from one domain's totals to another's (in its container).
   func moveBytes(of file: FileSlot, from oldDomain: UInt8, to newDomain: UInt8) {
     let oldRank = Self.rank(ofDomain: oldDomain)
     let newRank = Self.rank(ofDomain: newDomain)
-    trackedBytesByRank[oldRank] -= file.bytes
-    trackedBytesByRank[newRank] += file.bytes
+    count(-file.bytes, rank: oldRank, container: file.container, open: false)
+    count(file.bytes, rank: newRank, container: file.container, open: false)
     if file.openCount > 0 {
-      openBytesByRank[oldRank] -= file.bytes
-      openBytesByRank[newRank] += file.bytes
+      count(-file.bytes, rank: oldRank, container: file.container, open: true)
+      count(file.bytes, rank: newRank, container: file.container, open: true)
     }
   }
 
@@ -118,8 +119,8 @@ extension PurgeCatalog {
     guard let slot = fileIndex[ino] else { return false }
     let file = files[Int(slot)]
     let rank = Self.rank(ofDomain: file.domain)
-    trackedBytesByRank[rank] += bytes - file.bytes
-    if file.openCount > 0 { openBytesByRank[rank] += bytes - file.bytes }
+    count(bytes - file.bytes, rank: rank, container: file.container, open: false)
+    if file.openCount > 0 { count(bytes - file.bytes, rank: rank, container: file.container, open: true) }
     files[Int(slot)].bytes = bytes
     return true
   }
@@ -166,7 +167,9 @@ extension PurgeCatalog {
     guard let slot = fileIndex[ino] else { return false }
     let file = files[Int(slot)]
     precondition(file.openCount < UInt32.max, "PurgeCatalog: open count overflow")
-    if file.openCount == 0 { openBytesByRank[Self.rank(ofDomain: file.domain)] += file.bytes }
+    if file.openCount == 0 {
+      count(file.bytes, rank: Self.rank(ofDomain: file.domain), container: file.container, open: true)
+    }
     files[Int(slot)].openCount += 1
     return true
   }
@@ -179,7 +182,9 @@ extension PurgeCatalog {
   public func close(ino: UInt64) -> Bool {
     guard let slot = fileIndex[ino], files[Int(slot)].openCount > 0 else { return false }
     let file = files[Int(slot)]
-    if file.openCount == 1 { openBytesByRank[Self.rank(ofDomain: file.domain)] -= file.bytes }
+    if file.openCount == 1 {
+      count(-file.bytes, rank: Self.rank(ofDomain: file.domain), container: file.container, open: true)
+    }
     files[Int(slot)].openCount -= 1
     return true
   }
@@ -200,7 +205,8 @@ extension PurgeCatalog {
     return Entry(
       domain: StorageDomain(rawValue: file.domain)!, bytes: file.bytes,
       urgency: PurgeUrgency(rawValue: file.urgency)!, lastUse: file.lastUse,
-      openCount: Int(file.openCount), parent: parent(slot: file.parent, domain: file.domain),
-      name: name(offset: file.nameOffset, length: file.nameLength))
+      openCount: Int(file.openCount), parent: parent(slot: file.parent, domain: file.domain, container: file.container),
+      name: name(offset: file.nameOffset, length: file.nameLength), container: ContainerNumber(rawValue: file.container)
+    )
   }
 }

@@ -9,7 +9,17 @@ extension PurgeCatalog {
     guard let slot = fileIndex[ino] else { return nil }
     let file = files[Int(slot)]
     var reversed = [name(offset: file.nameOffset, length: file.nameLength)]
-    return finishPath(&reversed, directory: file.parent, domain: file.domain)
+    return finishPath(&reversed, directory: file.parent, domain: file.domain, container: file.container)
+  }
+
+  /// The path of a tracked parent from the mount root: a container's domain root, or a
+  /// registered directory.
+  /// - Returns: The path components, or nil if the directory is not tracked.
+  public func path(of parent: Parent) -> [[UInt8]]? {
+    switch parent {
+    case .root(let domain, let container): (containerPaths[container] ?? []) + domain.rootComponents
+    case .directory(let ino): path(ofDirectory: ino)
+    }
   }
 
   /// A tracked directory's path from the mount root, e.g. `["tmp", "work"]`.
@@ -18,11 +28,13 @@ extension PurgeCatalog {
   public func path(ofDirectory ino: UInt64) -> [[UInt8]]? {
     guard let slot = directoryIndex[ino] else { return nil }
     var reversed: [[UInt8]] = []
-    return finishPath(&reversed, directory: slot, domain: directories[Int(slot)].domain)
+    let directory = directories[Int(slot)]
+    return finishPath(&reversed, directory: slot, domain: directory.domain, container: directory.container)
   }
 
-  /// Appends the names of a directory chain to reversed components, then the domain root.
-  private func finishPath(_ reversed: inout [[UInt8]], directory: Int32, domain: UInt8)
+  /// Appends the names of a directory chain to reversed components, then the domain root
+  /// and the container's path.
+  private func finishPath(_ reversed: inout [[UInt8]], directory: Int32, domain: UInt8, container: UInt32)
     -> [[UInt8]]
   {
     var current = directory
@@ -34,6 +46,8 @@ extension PurgeCatalog {
       depth += 1
       precondition(depth <= directories.count, "PurgeCatalog: directory cycle")
     }
-    return StorageDomain(rawValue: domain)!.rootComponents + reversed.reversed()
+    return (containerPaths[ContainerNumber(rawValue: container)] ?? [])
+      + StorageDomain(rawValue: domain)!.rootComponents
+      + reversed.reversed()
   }
 }

@@ -16,5 +16,7 @@ extension PurgeCatalog {
     public var urgency: PurgeUrgency
     /// When the file was last used.
     public var lastUse: UInt32
+    /// The file's container.
+    public var container: ContainerNumber = .top
   }
 }

@@ -94,9 +94,10 @@ extension PurgeCatalog {
         case .take:
           chosen.append(
             Victim(
-              ino: file.ino, parent: parent(slot: file.parent, domain: file.domain),
+              ino: file.ino, parent: parent(slot: file.parent, domain: file.domain, container: file.container),
               name: name(offset: file.nameOffset, length: file.nameLength), bytes: file.bytes,
-              domain: domain, urgency: urgency, lastUse: file.lastUse))
+              domain: domain, urgency: urgency, lastUse: file.lastUse,
+              container: ContainerNumber(rawValue: file.container)))
         case .skip:
           continue
         case .nextList:

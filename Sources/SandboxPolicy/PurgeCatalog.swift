@@ -4,6 +4,12 @@
 /// Files and directories are keyed by their *backing* inode numbers (`st_ino` on the backing
 /// filesystem), so renames on the mount never invalidate a key.
 ///
+/// ## Containers
+/// On a device (several containers on one mount) every file and directory also records
+/// its container (``ContainerNumber``); the lists are the device's, not a container's, so
+/// victims come from every container in one order (tmp of every app first, then every
+/// Caches), never "the writer's container first". Bytes are also counted per container.
+///
 /// ## Ordering
 /// Files live in one intrusive doubly-linked LRU list per (domain, urgency) bucket. Each list
 /// is ordered by `lastUse`, ties in the order the files were added or touched; the head is
@@ -33,7 +39,7 @@
 public final class PurgeCatalog {
   // MARK: - Storage
 
-  /// One tracked file. 44 bytes of fields, 48-byte stride.
+  /// One tracked file. 48 bytes of fields, 48-byte stride.
   struct FileSlot {
     /// The backing inode number.
     var ino: UInt64
@@ -58,6 +64,8 @@ public final class PurgeCatalog {
     var domain: UInt8
     /// The `PurgeUrgency` raw value.
     var urgency: UInt8
+    /// The ``ContainerNumber``.
+    var container: UInt32
   }
 
   /// One tracked directory below a purgeable domain root.
@@ -74,6 +82,8 @@ public final class PurgeCatalog {
     var nameLength: UInt16
     /// The `StorageDomain` raw value, or `PurgeCatalog.freeMarker` for a free slot.
     var domain: UInt8
+    /// The ``ContainerNumber``.
+    var container: UInt32
   }
 
   /// The `domain` value of a free slot.
@@ -107,6 +117,12 @@ public final class PurgeCatalog {
   var trackedBytesByRank: [Int64] = [0, 0]
   /// Bytes of tracked files with an open handle, by purge rank.
   var openBytesByRank: [Int64] = [0, 0]
+  /// Per container (four entries each, from `container * 4`): tracked bytes of `tmp` and
+  /// `caches`, then open bytes of `tmp` and `caches`.
+  var bytesByContainer: [Int64] = [0, 0, 0, 0]
+  /// Each container's root directory below the mount root (none for ``ContainerNumber/top``
+  /// on a plain mount), which the paths of ``path(ofFile:)`` start with.
+  public var containerPaths: [ContainerNumber: [[UInt8]]] = [:]
   /// Whether `beginBulkLoad()` is in effect.
   var isBulkLoading = false
   /// The order of victims within a domain and urgency (default LRU; ``PurgePolicy``).
@@ -155,6 +171,28 @@ public final class PurgeCatalog {
     return trackedBytesByRank[rank]
   }
 
+  /// The bytes of one container's files in a domain that could be purged now.
+  /// - Parameters:
+  ///   - domain: `caches` or `tmp`; other domains have none.
+  ///   - container: The container.
+  public func purgeableBytes(domain: StorageDomain, container: ContainerNumber) -> Int64 {
+    guard let rank = domain.purgeRank else { return 0 }
+    let base = Int(container.rawValue) * 4
+    guard base + 3 < bytesByContainer.count else { return 0 }
+    return bytesByContainer[base + rank] - bytesByContainer[base + 2 + rank]
+  }
+
+  /// The bytes of all of one container's tracked files, open or not, in a domain.
+  /// - Parameters:
+  ///   - domain: `caches` or `tmp`; other domains have none.
+  ///   - container: The container.
+  public func trackedBytes(domain: StorageDomain, container: ContainerNumber) -> Int64 {
+    guard let rank = domain.purgeRank else { return 0 }
+    let base = Int(container.rawValue) * 4
+    guard base + 3 < bytesByContainer.count else { return 0 }
+    return bytesByContainer[base + rank]
+  }
+
   /// The bytes that could be purged now in `tmp` and `caches` together.
   public var totalPurgeableBytes: Int64 {
     purgeableBytes(domain: .tmp) + purgeableBytes(domain: .caches)
@@ -177,6 +215,7 @@ public final class PurgeCatalog {
       + dictionaryBytes(fileIndex)
       + dictionaryBytes(directoryIndex)
       + (heads.capacity + tails.capacity) * MemoryLayout<Int32>.stride
+      + bytesByContainer.capacity * MemoryLayout<Int64>.stride
   }
 
   // MARK: - Slot helpers
@@ -200,24 +239,36 @@ public final class PurgeCatalog {
     rank * 4 + Int(urgency.rawValue)
   }
 
-  /// The slot and domain of a parent, checking that it exists and is purgeable.
-  func resolve(_ parent: Parent) -> (slot: Int32, domain: UInt8) {
+  /// The slot, domain and container of a parent, checking that it exists and is purgeable.
+  func resolve(_ parent: Parent) -> (slot: Int32, domain: UInt8, container: UInt32) {
     switch parent {
-    case .root(let domain):
+    case .root(let domain, let container):
       precondition(domain.isPurgeable, "PurgeCatalog tracks only caches and tmp, not \(domain)")
-      return (-1, domain.rawValue)
+      return (-1, domain.rawValue, container.rawValue)
     case .directory(let ino):
       guard let slot = directoryIndex[ino] else {
         preconditionFailure("PurgeCatalog: parent directory \(ino) is not registered")
       }
-      return (slot, directories[Int(slot)].domain)
+      return (slot, directories[Int(slot)].domain, directories[Int(slot)].container)
     }
   }
 
   /// The public form of a stored parent.
-  func parent(slot: Int32, domain: UInt8) -> Parent {
-    if slot < 0 { return .root(StorageDomain(rawValue: domain)!) }
+  func parent(slot: Int32, domain: UInt8, container: UInt32) -> Parent {
+    if slot < 0 { return .root(StorageDomain(rawValue: domain)!, container: ContainerNumber(rawValue: container)) }
     return .directory(directories[Int(slot)].ino)
+  }
+
+  /// Adds `delta` to the tracked (or, `open`, the open) bytes of a purge rank, overall and
+  /// for one container.
+  @inline(__always)
+  func count(_ delta: Int64, rank: Int, container: UInt32, open: Bool) {
+    if open { openBytesByRank[rank] += delta } else { trackedBytesByRank[rank] += delta }
+    let index = Int(container) * 4 + (open ? 2 : 0) + rank
+    if index >= bytesByContainer.count {
+      bytesByContainer.append(contentsOf: repeatElement(0, count: (Int(container) + 1) * 4 - bytesByContainer.count))
+    }
+    bytesByContainer[index] += delta
   }
 
   /// Adds one child to a directory slot's count (nothing for a domain root).

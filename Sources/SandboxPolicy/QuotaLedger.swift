@@ -1,4 +1,5 @@
-/// The sandbox's byte quota: capacity and usage per domain (SPEC §4).
+/// The sandbox's byte quota: capacity and usage per domain (SPEC §4), and on a device per
+/// container too (one capacity for all of them).
 ///
 /// A value type: the filesystem keeps one inside its `Mutex` next to the `PurgeCatalog`
 /// and updates it with `charge(domain:delta:)` as allocations change. Usage is allocated
@@ -11,19 +12,38 @@ public struct QuotaLedger: Hashable, Sendable {
   public var capacity: Int64
   /// Allocated bytes per `StorageDomain`, indexed by raw value.
   private var usageByDomain: [Int64]
+  /// Allocated bytes per container and domain, from `container * domains + domain`.
+  private var usageByArea: [Int64]
+
+  /// The number of domains, the stride of ``usageByArea``.
+  private static let domains = StorageDomain.allCases.count
 
   /// Creates a ledger with no usage.
   /// - Parameter capacity: The capacity in bytes, ≥ 0.
   public init(capacity: Int64) {
     precondition(capacity >= 0, "QuotaLedger: negative capacity \(capacity)")
     self.capacity = capacity
-    self.usageByDomain = Array(repeating: 0, count: StorageDomain.allCases.count)
+    self.usageByDomain = Array(repeating: 0, count: Self.domains)
+    self.usageByArea = usageByDomain
   }
 
   /// The allocated bytes in one domain.
   /// - Parameter domain: The domain.
   public func usage(_ domain: StorageDomain) -> Int64 {
     usageByDomain[Int(domain.rawValue)]
+  }
+
+  /// The allocated bytes in one domain of one container.
+  /// - Parameter area: The container and domain.
+  public func usage(_ area: StorageArea) -> Int64 {
+    let index = Int(area.container.rawValue) * Self.domains + Int(area.domain.rawValue)
+    return index < usageByArea.count ? usageByArea[index] : 0
+  }
+
+  /// The allocated bytes of one container, all domains.
+  /// - Parameter container: The container.
+  public func usage(of container: ContainerNumber) -> Int64 {
+    StorageDomain.allCases.reduce(0) { $0 + usage(StorageArea(container, $1)) }
   }
 
   /// The allocated bytes in all domains.
@@ -42,8 +62,23 @@ public struct QuotaLedger: Hashable, Sendable {
   /// filesystem allocated metadata the caller had not measured yet) leaves zero. The
   /// filesystem re-derives usage from a scan at every mount.
   public mutating func charge(domain: StorageDomain, delta: Int64) {
-    let index = Int(domain.rawValue)
-    usageByDomain[index] = max(0, usageByDomain[index] + delta)
+    charge(StorageArea(domain), delta: delta)
+  }
+
+  /// Records a change of allocated bytes in a domain of a container (usage never goes
+  /// below zero, as with ``charge(domain:delta:)``).
+  /// - Parameters:
+  ///   - area: The container and domain where the allocation changed.
+  ///   - delta: The change in bytes (negative when space is released).
+  public mutating func charge(_ area: StorageArea, delta: Int64) {
+    let domainIndex = Int(area.domain.rawValue)
+    usageByDomain[domainIndex] = max(0, usageByDomain[domainIndex] + delta)
+    let index = Int(area.container.rawValue) * Self.domains + domainIndex
+    if index >= usageByArea.count {
+      usageByArea.append(
+        contentsOf: repeatElement(0, count: (Int(area.container.rawValue) + 1) * Self.domains - usageByArea.count))
+    }
+    usageByArea[index] = max(0, usageByArea[index] + delta)
   }
 
   /// The bytes still missing for an allocation: `max(0, need - free)`. Purging this many

@@ -1,4 +1,5 @@
 import Posix
+import PropertyLists
 import SandboxPolicy
 import Testing
 

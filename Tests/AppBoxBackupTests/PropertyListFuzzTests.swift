@@ -1,3 +1,4 @@
+import PropertyLists
 import SandboxPolicy
 import Testing
 

@@ -2,6 +2,7 @@ import SandboxPolicy
 import Testing
 
 @testable import AppBoxBackup
+@testable import PropertyLists
 
 @Suite("Property lists: one codec, binary and XML, both ways")
 struct PropertyListTests {

@@ -54,6 +54,27 @@ struct EventRoundTripTests {
           time: 13, pathBytes: Array("Documents/b".utf8), attribute: "user.appbox.protection", value: nil,
           error: "EIO")),
     ]
+    // A device's: the container of a purge (and whose write it paid for), of a refusal, and
+    // each container's usage.
+    var devicePurge = PurgeEvent(
+      time: 14, pathBytes: Array("Containers/Data/Application/com.example.a/tmp/x".utf8), bytes: 4096,
+      domain: .tmp, reason: .pressure, lastUse: 13)
+    devicePurge.container = "com.example.a"
+    devicePurge.requester = "group.com.example.shared"
+    var deviceRefusal = ProtectionEvent(
+      time: 15, pathBytes: Array("Containers/Shared/AppGroup/group.x/a".utf8), protectionClass: .complete,
+      operation: .openExisting, state: .locked, count: 3, last: 16)
+    deviceRefusal.container = "group.x"
+    events += [.purge(devicePurge), .refusal(deviceRefusal)]
+    for reason in UsageEvent.Reason.allCases {
+      for kind in ContainerKind.allCases {
+        events.append(
+          .containerUsage(
+            ContainerUsageEvent(
+              time: 17, container: "com.example.\(kind)", kind: kind, used: .max, caches: 0, tmp: .min,
+              reason: reason)))
+      }
+    }
     for reason in UsageEvent.Reason.allCases {
       events.append(
         .usage(

@@ -43,14 +43,14 @@ fileprivate struct ReferenceCatalog {
 
   func domain(of parent: PurgeCatalog.Parent) -> StorageDomain {
     switch parent {
-    case .root(let domain): return domain
+    case .root(let domain, _): return domain
     case .directory(let ino): return domain(of: directories[ino]!.parent)
     }
   }
 
   func directoryPath(_ parent: PurgeCatalog.Parent) -> [[UInt8]] {
     switch parent {
-    case .root(let domain): return domain.rootComponents
+    case .root(let domain, _): return domain.rootComponents
     case .directory(let ino):
       let directory = directories[ino]!
       return directoryPath(directory.parent) + [directory.name]

@@ -102,6 +102,10 @@ public enum PropertyListError: Error, Equatable, Sendable, CustomStringConvertib
 }
 
 extension PropertyList {
+  /// Apple's reference date, 2001-01-01 00:00 UTC, in Unix seconds: what ``date(_:)``
+  /// counts from.
+  public static let referenceDate: Int64 = XMLFormat.referenceDate
+
   /// The formats Apple writes.
   public enum Format: Sendable, Equatable {
     /// `bplist00`: an archive's only format, and what devices write for most plists.
