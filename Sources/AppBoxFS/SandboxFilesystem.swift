@@ -277,12 +277,16 @@ public final class SandboxFilesystem: Filesystem {
   /// Runs `open`, which opens a descriptor. Out of descriptors (EMFILE), it asks the
   /// kernel to drop idle inodes and tries again while their forgets come (as requests,
   /// which a busy machine may serve late): it answers EMFILE once five seconds pass
-  /// without the daemon holding fewer inodes, or after a minute in all.
+  /// without the daemon holding fewer inodes, or after a minute in all. Between tries it
+  /// sleeps until a forgotten inode's descriptor is closed (``Inode/descriptorsClosed``),
+  /// or 5 ms at most (a descriptor closed elsewhere, such as another request's, is not
+  /// announced).
   func withDescriptors<T>(_ open: () throws(Errno) -> T) throws(Errno) -> T {
     var deadline: Double?
     var lastEnd = 0.0
     var fewest = Int.max
     while true {
+      let closed = Inode.descriptorsClosed.notifications
       do throws(Errno) {
         return try open()
       } catch  where error == .tooManyOpenFiles {
@@ -299,7 +303,7 @@ public final class SandboxFilesystem: Filesystem {
           throw error
         }
         releaseDescriptors()
-        Clock.sleep(seconds: 0.005)
+        Inode.descriptorsClosed.wait(afterNotifications: closed, deadline: min(deadline!, now + 0.005))
       }
     }
   }
