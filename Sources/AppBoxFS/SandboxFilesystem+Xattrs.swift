@@ -206,6 +206,7 @@ extension SandboxFilesystem {
   /// so it is safe here.
   private func reclassified(_ inode: Inode, to protectionClass: ProtectionClass) {
     inode.cachedProtection = protectionClass
+    unreadableClasses.repaired(inode.key)
     guard inode.isRegularFile, !AccessRule.decide(protectionClass, .handleIO, in: protection.snapshot) else { return }
     guardPassthroughReads(of: inode, closed: true)
     notifier.withLock { $0 }?.invalidateInode(inodes.node(inode))
@@ -214,10 +215,14 @@ extension SandboxFilesystem {
   private func removeOwn(_ attribute: AppBoxAttribute, of inode: Inode) throws(Errno) {
     switch attribute {
     case .protection:
-      let fallback = storedProtection(of: inode, names: [AppBoxAttribute.inheritedProtectionName])
-      try checkCanChangeClass(of: inode, to: fallback ?? options.defaultProtection)
+      // What the item falls back to: the class it inherited, else the mount's default; an
+      // inherited record that cannot be used makes it the strictest class.
+      let (inherited, name) = storedProtection(of: inode, names: [AppBoxAttribute.inheritedProtectionName])
+      let fallback = inherited.protectionClass ?? options.defaultProtection
+      try checkCanChangeClass(of: inode, to: fallback)
       try Xattr.remove(inode.fd, name: attribute.name)
-      reclassified(inode, to: fallback ?? options.defaultProtection)
+      reclassified(inode, to: fallback)
+      if inherited.isUnusable { reportUnusableClass(inherited, attribute: name, of: inode) }
     case .purgeUrgency:
       try Xattr.remove(inode.fd, name: attribute.name)
       storage.books.withLock { _ = $0.catalog.setUrgency(ino: inode.key.inode, .none) }

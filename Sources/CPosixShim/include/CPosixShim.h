@@ -136,6 +136,8 @@ static inline int cposix_thread_setgroups(size_t count, const gid_t *groups) {
 /// thread), so that no other thread's changes; a umask the thread already has costs no
 /// system call (in shim.c). Returns 0, or -1 with errno (then nothing changed).
 int cposix_set_thread_umask(mode_t mask);
+/// The symbolic name of an errno value (`EIO`), or NULL when it has none (shim.c).
+const char *cposix_errno_name(int value);
 
 /// How many CPUs the calling thread may run on (its affinity mask, which a container's
 /// cpuset or taskset narrows); 1 when unknown. CPU_COUNT and sched_getaffinity are GNU-only.
