@@ -19,10 +19,11 @@ enum InternalErrorSite: String, CaseIterable, Sendable {
   /// A file could not be armed for revocable passthrough: its reads go through the daemon.
   case passthroughArm
   /// A lock could not refuse the passthrough reads of a file whose class closed: reads
-  /// through handles opened before may go on (retried at each later lock change).
+  /// through handles opened before may go on until a later change of state succeeds
+  /// (each tries again).
   case passthroughRefuse
-  /// An unlock could not allow a file's passthrough reads again: they stay refused until
-  /// the last passthrough handle is closed.
+  /// An unlock could not let a file's passthrough reads skip the daemon again: they keep
+  /// asking it, and it allows them.
   case passthroughAllow
   /// A forgotten file's mark could not be removed: its reads keep asking the daemon, which
   /// allows them.

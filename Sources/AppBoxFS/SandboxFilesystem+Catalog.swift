@@ -60,7 +60,14 @@ extension SandboxFilesystem {
         return
       case .untracked:
         // Off the catalog: hard-linked, or purged by a purge that had not seen this inode.
-        if let st = try? Sys.fstat(inode.fd), st.st_nlink == 0 {
+        // A file that cannot be looked at is not opened (its error), rather than opened
+        // without knowing whether a purge removed it.
+        let links: nlink_t
+        do throws(Errno) { links = try Sys.fstat(inode.fd).st_nlink } catch {
+          unpin(inode)
+          throw error
+        }
+        if links == 0 {
           unpin(inode)
           throw .stale
         }

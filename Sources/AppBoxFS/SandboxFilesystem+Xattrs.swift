@@ -176,7 +176,10 @@ extension SandboxFilesystem {
       reclassified(inode, to: requested)
     case .purgeUrgency:
       guard inode.isRegularFile else { throw .notPermitted }
-      guard let urgency = try? PurgeUrgency.parse(attributeValue: value) else { throw .invalidArgument }
+      let urgency: PurgeUrgency
+      do throws(PurgeUrgency.ParseError) { urgency = try PurgeUrgency.parse(attributeValue: value) } catch {
+        throw .invalidArgument  // a value that names no urgency is refused, changing nothing
+      }
       try Xattr.set(inode.fd, name: attribute.name, value: urgency.attributeValue ?? [], flags: flags)
       storage.books.withLock { _ = $0.catalog.setUrgency(ino: inode.key.inode, urgency) }
     case .deviceState, .capacity, .availableImportant, .availableOpportunistic:

@@ -30,6 +30,8 @@ public final class PermissionEvents: Sendable {
   public func arm(_ fd: Int32) throws(Errno) {
     try change(fd, add: true, ignore: false)
     do { try change(fd, add: true, ignore: true) } catch {
+      // Best effort: the error thrown is the arm's. A mark left without its ignore mask
+      // only makes the inode's reads ask ``answer(_:)``, which allows an unrefused file.
       try? change(fd, add: false, ignore: false)
       throw error
     }
@@ -41,10 +43,13 @@ public final class PermissionEvents: Sendable {
   /// Undoes ``refuse(_:)``.
   public func allow(_ fd: Int32) throws(Errno) { try change(fd, add: true, ignore: true) }
 
-  /// Takes the inode's mark off.
-  public func disarm(_ fd: Int32) {
-    try? change(fd, add: false, ignore: true)
-    try? change(fd, add: false, ignore: false)
+  /// Takes the inode's mark off (both of its masks, each tried).
+  /// - Throws: the first failure.
+  public func disarm(_ fd: Int32) throws(Errno) {
+    var failure: Errno?
+    do throws(Errno) { try change(fd, add: false, ignore: true) } catch { failure = error }
+    do throws(Errno) { try change(fd, add: false, ignore: false) } catch { failure = failure ?? error }
+    if let failure { throw failure }
   }
 
   private func change(_ fd: Int32, add: Bool, ignore: Bool) throws(Errno) {
