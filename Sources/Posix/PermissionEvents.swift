@@ -37,18 +37,28 @@ public final class PermissionEvents: Sendable {
     }
   }
 
-  /// From now on, every read of the armed inode asks ``answer(_:)``.
-  public func refuse(_ fd: Int32) throws(Errno) { try change(fd, add: false, ignore: true) }
+  /// From now on, every read of the armed inode asks ``answer(_:)``. An inode whose mark
+  /// the kernel dropped (with its last link: ENOENT) is marked again, without the ignore
+  /// mask: a file opened while it was armed still raises its reads' events.
+  public func refuse(_ fd: Int32) throws(Errno) {
+    do throws(Errno) { try change(fd, add: false, ignore: true) } catch  where error == .noEntry {
+      try change(fd, add: true, ignore: false)
+    }
+  }
 
   /// Undoes ``refuse(_:)``.
   public func allow(_ fd: Int32) throws(Errno) { try change(fd, add: true, ignore: true) }
 
-  /// Takes the inode's mark off (both of its masks, each tried).
-  /// - Throws: the first failure.
+  /// Takes the inode's mark off (both of its masks, each tried). A mark that is gone
+  /// already is no failure: the kernel drops an inode's marks with its last link (ENOENT).
+  /// - Throws: the first other failure.
   public func disarm(_ fd: Int32) throws(Errno) {
     var failure: Errno?
-    do throws(Errno) { try change(fd, add: false, ignore: true) } catch { failure = error }
-    do throws(Errno) { try change(fd, add: false, ignore: false) } catch { failure = failure ?? error }
+    for ignore in [true, false] {
+      do throws(Errno) { try change(fd, add: false, ignore: ignore) } catch {
+        if error != .noEntry { failure = failure ?? error }
+      }
+    }
     if let failure { throw failure }
   }
 
