@@ -154,16 +154,7 @@ final class Inode: Sendable {
 
   var isRegularFile: Bool { fileType == S_IFREG }
 
-  /// Notified each time an inode's descriptor is closed (the kernel forgot it and the
-  /// last reference went): what a request out of descriptors waits for
-  /// (``SandboxFilesystem/withDescriptors(_:)``). One for the process: a spurious wake-up
-  /// only makes a waiter try again.
-  static let descriptorsClosed = Condition()
-
-  deinit {
-    Sys.close(fd)
-    Self.descriptorsClosed.notifyAll()
-  }
+  deinit { Sys.close(fd) }
 
   var isDirectory: Bool { fileType == S_IFDIR }
   var isSymlink: Bool { fileType == S_IFLNK }

@@ -295,10 +295,7 @@ public final class SandboxFilesystem: Filesystem {
   /// Runs `open`, which opens a descriptor. Out of descriptors (EMFILE), it asks the
   /// kernel to drop idle inodes and tries again while their forgets come (as requests,
   /// which a busy machine may serve late): it answers EMFILE once five seconds pass
-  /// without the daemon holding fewer inodes, or after a minute in all. Between tries it
-  /// sleeps until a forgotten inode's descriptor is closed (``Inode/descriptorsClosed``),
-  /// or 5 ms at most (a descriptor closed elsewhere, such as another request's, is not
-  /// announced).
+  /// without the daemon holding fewer inodes, or after a minute in all.
   func withDescriptors<T>(_ open: () throws(Errno) -> T) throws(Errno) -> T {
     var deadline: Double?
     var lastEnd = 0.0
@@ -307,9 +304,6 @@ public final class SandboxFilesystem: Filesystem {
       do throws(Errno) {
         return try open()
       } catch  where error == .tooManyOpenFiles {
-        // Read after the failure, not before each open (the word is written by every
-        // forget): a close in between is caught by the 5 ms bound.
-        let closed = Inode.descriptorsClosed.notifications
         let now = Clock.monotonic()
         let held = inodes.count
         if deadline == nil {
@@ -323,7 +317,7 @@ public final class SandboxFilesystem: Filesystem {
           throw error
         }
         releaseDescriptors()
-        Inode.descriptorsClosed.wait(afterNotifications: closed, deadline: min(deadline!, now + 0.005))
+        Clock.sleep(seconds: 0.005)
       }
     }
   }
