@@ -64,7 +64,7 @@ extension SandboxFilesystem {
     guard unreadableClasses.isFirstReport(inode.key) else { return }
     let event = UnreadableClassEvent(
       time: Clock.unix(), pathBytes: mountPath(of: inode), attribute: attribute, value: value, error: errorName)
-    events.record(event.jsonLine)
+    events.record(.unreadableClass(event))
   }
 
   /// Refuses (EPERM, counted and logged) `operation` on a class the lock state forbids.

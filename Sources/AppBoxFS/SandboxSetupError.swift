@@ -1,3 +1,4 @@
+import AppBoxEvents
 import Posix
 import SandboxPolicy
 
