@@ -3,7 +3,7 @@ import Posix
 import SandboxPolicy
 
 /// Why a sandbox could not be set up over a backing directory; nothing was changed.
-public enum SandboxSetupError: Error, Sendable, CustomStringConvertible {
+public enum SandboxSetupError: Error, Sendable, Equatable, CustomStringConvertible {
   /// A system call failed: the backing directory cannot be opened, a fixed name is not a
   /// directory, the tree cannot be read.
   case system(Errno)
