@@ -51,16 +51,18 @@ extension SandboxFilesystem {
 
   /// `setxattr`. Attributes take space: a value that does not fit in the backing inode
   /// gets a block of its own (ext4), which `du` counts. For a program's attribute a block
-  /// is reserved as for a `mkdir` once the name is accepted (purging if it is not free, but
-  /// never refused for it: most values fit in the inode); AppBox's own attributes (short
-  /// values, checked first) reserve nothing. Either way the change is measured afterwards.
+  /// is reserved first (purging if it is not free; `ENOSPC` when even a purge leaves no
+  /// room); AppBox's own attributes (short values, checked first) reserve nothing. Either
+  /// way the change is measured afterwards.
   public func setxattr(
     _ ctx: Caller, node: NodeID, name: FileName, value: UnsafeRawBufferPointer, flags: Int32
   ) throws(Errno) {
     let inode = inodes.inode(node)
     try checkChangeable(inode)
     if let attribute = AppBoxAttribute(name: name) {
-      return try changingAttributes(inode, valueBytes: value.count + name.count) { () throws(Errno) in
+      // Reserves nothing: a value that may be refused must not purge first, and a class
+      // can be set in a full sandbox. What the value takes is charged when measured.
+      return try changingAttributes(inode, valueBytes: 0) { () throws(Errno) in
         try setOwn(attribute, of: inode, to: Array(value), flags: flags)
       }
     }
