@@ -178,4 +178,19 @@ struct UnreadableClassTests {
     }
     #expect(TestFiles.entries(of: backing).isEmpty)
   }
+
+  @Test("DefaultProtection.recorded never takes a record that names no class, or cannot be read, for none")
+  func recordedDefault() throws {
+    let root = try SandboxRoot()
+    let fd = try Sys.open(root.backing, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+    defer { Sys.close(fd) }
+    #expect(try DefaultProtection.recorded(rootFD: fd) == nil, "no record: none")
+    try Xattr.set(fd, name: DefaultProtection.attributeName, value: Array("Complete".utf8))
+    #expect(throws: Errno.invalidArgument) { try DefaultProtection.recorded(rootFD: fd) }
+    try Xattr.set(fd, name: DefaultProtection.attributeName, value: Array("complete".utf8))
+    SyscallFaults.inject([.getxattr: SyscallFault(.ioError, name: DefaultProtection.attributeName)]) { _ in
+      #expect(throws: Errno.ioError) { try DefaultProtection.recorded(rootFD: fd) }
+    }
+    #expect(try DefaultProtection.recorded(rootFD: fd) == .complete)
+  }
 }
