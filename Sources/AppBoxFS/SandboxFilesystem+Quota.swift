@@ -221,7 +221,9 @@ extension SandboxFilesystem {
       do throws(Errno) { directory = UInt64(try Sys.fstat(directoryFD).st_ino) } catch {
         // The catalog's record of it, which a rename since the plan may have outdated.
         let victim = plan.victims[indices[0]]
-        directory = victim.parent.directoryInode ?? domainRoots[victim.domain]
+        directory =
+          victim.parent.directoryInode
+          ?? domainRoots.withLock { $0[StorageArea(victim.container, victim.domain)] }
         internalError(
           .purgeNotice, error,
           "purge: cannot identify the directory of \(String(decoding: victim.name, as: UTF8.self)); the kernel is told of its purged names as the catalog recorded it"

@@ -70,8 +70,8 @@ final class StorageState: Sendable {
   /// The backing inode of the purgeable file used last (to skip repeated touches).
   let lastTouched = Atomic<UInt64>(0)
   /// Notified whenever a victim leaves ``Books/inFlight`` (unlinked, given back, taken back
-  /// by an open, or left to whoever changed it): what a request that met a purge
-  /// half-way waits for (``waitUntilSettled(_:)``).
+  /// by an open, left to whoever changed it, or dropped with a container being removed):
+  /// what a request that met a purge half-way waits for (``waitUntilSettled(_:)``).
   let victimsSettled = Condition()
 
   init(ledger: QuotaLedger, catalog: sending PurgeCatalog, waterMarks: WaterMarks?) {
@@ -175,7 +175,7 @@ final class StorageState: Sendable {
       }
       if books.closing.contains(flight.victim.container) {
         books.inFlight[ino] = nil  // its container is being removed, files and all
-        return false
+        return (false, true)
       }
       if Self.isMoving(flight.victim, books: books) {
         books.inFlight[ino] = nil
@@ -290,15 +290,23 @@ final class StorageState: Sendable {
   /// returned: the caller waits for them (``waitForVictims(_:)``) before it moves the
   /// containers away, so that no purge unlinks by a path that no longer leads there.
   func beginRemoval(_ numbers: Set<ContainerNumber>) -> [UInt64] {
-    books.withLock { books in
+    let (committed, dropped) = books.withLock { books -> ([UInt64], Bool) in
       books.closing.formUnion(numbers)
       var committed: [UInt64] = []
+      var dropped = false
       for (ino, flight) in books.inFlight where numbers.contains(flight.victim.container) {
-        if flight.committed { committed.append(ino) } else { books.inFlight[ino] = nil }
+        if flight.committed {
+          committed.append(ino)
+        } else {
+          books.inFlight[ino] = nil
+          dropped = true
+        }
       }
       for number in numbers { books.catalog.removeContainer(number) }
-      return committed
+      return (committed, dropped)
     }
+    if dropped { victimsSettled.notifyAll() }
+    return committed
   }
 
   /// Ends removing containers: what is still charged to them (files a program made in
