@@ -9,7 +9,8 @@ enum InternalErrorSite: String, CaseIterable, Sendable {
   /// An item's class attribute could not be read: the item counts as `complete`.
   case classRead
   /// A file could not be measured after a change: what was reserved for the change stays
-  /// charged (the worst case) until the next measurement.
+  /// charged (the worst case) until the next measurement. A device's directory that
+  /// gained or lost a container is charged a block (the most one entry takes).
   case measure
   /// A purge could not open a victim's directory: those victims stay, purgeable again.
   case purgeDirectory
