@@ -72,6 +72,7 @@ let package = Package(
       name: "event-encoding-bench", dependencies: ["AppBoxEvents", "SandboxPolicy"], path: "bench/event-encoding"),
     .testTarget(name: "SandboxPolicyTests", dependencies: ["SandboxPolicy"]),
     .testTarget(name: "AppBoxEventsTests", dependencies: ["AppBoxEvents", "SandboxPolicy"]),
+    .testTarget(name: "PosixTests", dependencies: ["Posix"]),
     .testTarget(
       name: "MountTests", dependencies: ["appbox", "AppBoxEvents", "CPosixShim", "Posix", "SandboxPolicy"] + examples.map { .target(name: $0.name) }),
     .testTarget(name: "AppBoxReportTests", dependencies: ["AppBoxEvents", "AppBoxReport", "SandboxPolicy"]),

@@ -122,11 +122,16 @@ public final class BackupWriter {
   public func run(destination: TargetDirectory?) throws(BackupError) -> BackupReport {
     let rootFD = try asOwner { () throws(BackupError) in try openBacking() }
     defer { Sys.close(rootFD) }
+    // A recorded default that names no class refuses the backup as it refuses a mount:
+    // the class of the items without one is unknown (docs/reference.md, Data Protection).
     rootDefault = try asOwner { () throws(BackupError) in
-      do throws(Errno) {
-        return try DefaultProtection.recorded(rootFD: rootFD) ?? .containerDefault
-      } catch {
-        throw BackupError(.system, "cannot read \(backing)'s default class: \(error)")
+      switch DefaultProtection.record(rootFD: rootFD) {
+      case .absent: return .containerDefault
+      case .valid(let protectionClass): return protectionClass
+      case .unparsable(let value):
+        throw BackupError(.badData, "\(backing): \(SandboxSetupError.unknownDefaultProtection(value: value))")
+      case .unreadable(let errno):
+        throw BackupError(.system, "cannot read \(backing)'s default class: \(Errno(rawValue: errno))")
       }
     }
     // A tree deeper than the descriptor limit would fail half-way.

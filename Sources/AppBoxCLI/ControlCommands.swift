@@ -197,6 +197,14 @@ enum StatusText {
     lines.append(
       "  counters:    \(status["purges"] ?? 0) purges (\(bytes("bytesPurged"))), \(refusals["total"] ?? 0) refusals, \(status["noSpaceRefusals"] ?? 0) ENOSPC"
     )
+    // What the daemon decided on its own, failing closed: said only when there is any.
+    let unreadable = (status["unreadableClasses"] as? NSNumber)?.intValue ?? 0
+    let internalErrors = ((status["internalErrors"] as? [String: Any])?["total"] as? NSNumber)?.intValue ?? 0
+    if unreadable > 0 || internalErrors > 0 {
+      lines.append(
+        "  attention:   \(unreadable) files whose class cannot be used (they count as complete; see appbox events), \(internalErrors) internal errors (see the daemon's log)"
+      )
+    }
     let cost = status["purgeCost"] as? [String: Any] ?? [:]
     lines.append(
       "  purge cost:  \(cost["recreated"] ?? 0) purged files created again (\(bytes("recreatedBytes", in: cost)) when purged, \(bytes("bytesWrittenAgain", in: cost)) written again), \(cost["missed"] ?? 0) looked up and missed"

@@ -78,7 +78,7 @@ struct Daemon {
     // This mount's own event log, named by its id (earlier mounts' logs stay beside it).
     let log = try EventLogDirectory(path: files.eventLogs, owner: Sys.effectiveUID).createLog()
     let filesystem: SandboxFilesystem
-    do {
+    do throws(SandboxSetupError) {
       var options = request.sandbox
       options.eventsPath = log.path
       options.eventLogID = log.id
@@ -87,10 +87,17 @@ struct Daemon {
         backingDirectory: backing, configuration: configuration.timeouts, options: options, driver: FuseDriver(),
         indexProgress: indexProgress().report)
     } catch {
-      throw CLIError(
-        .noInput,
-        "cannot set up the sandbox in \(backing): \(error) (a fixed directory such as Documents must be a directory, not a file or symlink)"
-      )
+      switch error {
+      case .system(let errno):
+        throw CLIError(
+          .noInput,
+          "cannot set up the sandbox in \(backing): \(errno) (a fixed directory such as Documents must be a directory, not a file or symlink)"
+        )
+      case .unknownDefaultProtection:
+        throw CLIError(.badValue, "cannot mount \(backing): \(error)")
+      case .unreadableDefaultProtection:
+        throw CLIError(.osError, "cannot mount \(backing): \(error)")
+      }
     }
     // The type fuse.appbox (subtype) is how appbox tells its mounts apart; the source
     // (fsname) is the user's to choose.

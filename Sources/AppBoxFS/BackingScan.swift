@@ -118,6 +118,8 @@ struct BackingScan {
             place: Inode.Place(layout: place.layout, domain: domain, container: place.container),
             catalogParent: catalogParent))
       } else if type == S_IFREG, st.st_nlink == 1, let parent = level.catalogParent {
+        // No urgency, or one that names none: no urgency (purged after files with one,
+        // never earlier than it should be).
         let urgency =
           urgencyName.withUnsafeBufferPointer { name in
             Xattr.value(in: level.stream.fd, entry: item.name, name.baseAddress!)

@@ -18,13 +18,27 @@ public enum DefaultProtection {
   /// its documented attributes).
   public static let attributeName = "user.appbox.default-protection"
 
+  /// Refuses a backing directory whose recorded default names no class, or cannot be
+  /// read: AppBox cannot tell which class its items without one were created with, and
+  /// guessing would change their class silently (docs/reference.md, Data Protection).
+  /// - Throws: ``SandboxSetupError/unknownDefaultProtection(value:)`` or
+  ///   ``SandboxSetupError/unreadableDefaultProtection(_:)``.
+  static func check(rootFD: Int32) throws(SandboxSetupError) {
+    switch record(rootFD: rootFD) {
+    case .absent, .valid: return
+    case .unparsable(let value): throw .unknownDefaultProtection(value: value)
+    case .unreadable(let errno): throw .unreadableDefaultProtection(Errno(rawValue: errno))
+    }
+  }
+
   /// Makes `new` the default of the backing directory `rootFD`. A directory mounted
   /// before with another default first has its items without a class stamped with that
   /// one (a crash part-way stamps again at the next mount: the old default is recorded
   /// only once every item has it).
   /// - Returns: how many items were given the old default.
-  /// - Throws: ``Errno`` when the root's record cannot be read or written, or an item
-  ///   cannot be stamped (then the record is unchanged and the mount must not go on).
+  /// - Throws: ``Errno`` when the root's record cannot be read, names no class (EINVAL,
+  ///   see ``check(rootFD:)``) or cannot be written, or an item cannot be stamped (then the
+  ///   record is unchanged and the mount must not go on).
   @discardableResult
   static func adopt(_ new: ProtectionClass, rootFD: Int32, layout: SandboxLayout.Parent = .root) throws(Errno) -> Int {
     var stamped = 0
@@ -38,11 +52,25 @@ public enum DefaultProtection {
   }
 
   /// The default recorded on the root, if any.
+  /// - Throws: the read's ``Errno``; `EINVAL` when the record names no class (never
+  ///   taken for "no record").
   public static func recorded(rootFD: Int32) throws(Errno) -> ProtectionClass? {
+    switch record(rootFD: rootFD) {
+    case .absent: return nil
+    case .valid(let protectionClass): return protectionClass
+    case .unparsable: throw .invalidArgument
+    case .unreadable(let errno): throw Errno(rawValue: errno)
+    }
+  }
+
+  /// What the root's record holds (only `ENODATA` is "no record").
+  public static func record(rootFD: Int32) -> StoredProtection {
     do throws(Errno) {
-      return ProtectionClass(parsing: try Xattr.value(rootFD, name: attributeName))
+      return StoredProtection(value: try Xattr.value(rootFD, name: attributeName))
     } catch  where error == .noData {
-      return nil
+      return .absent
+    } catch {
+      return .unreadable(errno: error.rawValue)
     }
   }
 

@@ -28,41 +28,46 @@ final class PassthroughRevocation: Sendable {
 
   private let marks = Mutex(Marks())
 
-  /// Arms `inode` before it is registered for passthrough: false when that cannot be
-  /// done (then it must not be).
-  func arm(_ inode: Inode) -> Bool {
-    marks.withLock { marks in
+  /// Arms `inode` before it is registered for passthrough.
+  /// - Returns: false when permission events are not available (then it must not be).
+  /// - Throws: the mark's error (then it must not be either).
+  func arm(_ inode: Inode) throws(Errno) -> Bool {
+    try marks.withLock { (marks) throws(Errno) -> Bool in
       if marks.armed.contains(inode.key) { return true }
-      guard let events = group(&marks), (try? events.arm(inode.fd)) != nil else { return false }
+      guard let events = group(&marks) else { return false }
+      try events.arm(inode.fd)
       marks.armed.insert(inode.key)
       return true
     }
   }
 
   /// Disarms `inode` once the kernel forgot it.
-  func disarm(_ inode: Inode) {
-    marks.withLock { marks in
+  /// - Throws: the mark's error: the mark stays on the inode until the kernel drops it,
+  ///   and its reads may ask the daemon, which allows them (it is no longer refused).
+  func disarm(_ inode: Inode) throws(Errno) {
+    try marks.withLock { (marks) throws(Errno) in
       guard marks.armed.remove(inode.key) != nil, let events = marks.events ?? nil else { return }
       marks.refused[inode.key] = nil
-      events.disarm(inode.fd)
+      try events.disarm(inode.fd)
     }
   }
 
   /// Refuses reads of `inode` through its passthrough handles when `closed`, else allows
   /// them again. Nothing for an inode that is not armed.
-  func update(_ inode: Inode, closed: Bool) {
-    marks.withLock { marks in
+  /// - Throws: the mark's error. Refusing: the inode is not listed as refused then, so the
+  ///   next change of state tries again. Allowing: it is no longer listed either way, and a
+  ///   read that still asks the daemon is allowed.
+  func update(_ inode: Inode, closed: Bool) throws(Errno) {
+    try marks.withLock { (marks) throws(Errno) in
       guard marks.armed.contains(inode.key), let events = marks.events ?? nil,
         closed != (marks.refused[inode.key] != nil)
       else { return }
       if closed {
-        // Cannot fail but for a lack of kernel memory; the inode stays listed either way,
-        // so that the unlock puts the ignore mask back.
-        try? events.refuse(inode.fd)
+        try events.refuse(inode.fd)
         marks.refused[inode.key] = inode
       } else {
-        try? events.allow(inode.fd)
         marks.refused[inode.key] = nil
+        try events.allow(inode.fd)
       }
     }
   }
@@ -80,6 +85,8 @@ final class PassthroughRevocation: Sendable {
   /// refused inode fails.
   private func group(_ marks: inout Marks) -> PermissionEvents? {
     if let tried = marks.events { return tried }
+    // A probe, absent its meaning: without a group (no CAP_SYS_ADMIN, no permission
+    // events, or any other failure) no file is armed, and none is opened for passthrough.
     let events = try? PermissionEvents()
     marks.events = .some(events)
     // A queue of its own: the loop blocks one of Dispatch's threads for the daemon's life.

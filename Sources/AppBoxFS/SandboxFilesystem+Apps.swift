@@ -152,12 +152,20 @@ extension SandboxFilesystem {
 
   /// Measures a directory of the device's own after it gained or lost a container: through
   /// its inode when the kernel holds it (which keeps what it was charged), else by the
-  /// difference to `before`.
+  /// difference to `before`. One that cannot be measured is charged a block more, the
+  /// most one entry more can take (logged and counted; the next mount measures it).
   private func settleLayoutDirectory(_ fd: Int32, before: stat) {
     if let inode = inodes.existing(backingInode: UInt64(before.st_ino)) {
       account(inode, fd: inode.fd)
-    } else if let after = try? Sys.fstat(fd) {  // absent: the next mount measures it
+      return
+    }
+    do throws(Errno) {
+      let after = try Sys.fstat(fd)
       storage.charge(Int64(after.st_blocks - before.st_blocks) * 512, area: StorageArea(.root))
+    } catch {
+      storage.charge(AllocationBlocks.size, area: StorageArea(.root))
+      internalError(
+        .measure, error, "cannot measure a directory of the device after a container change; a block is charged")
     }
   }
 

@@ -60,28 +60,36 @@ extension SandboxFilesystem {
         return
       case .untracked:
         // Off the catalog: hard-linked, or purged by a purge that had not seen this inode.
-        if let st = try? Sys.fstat(inode.fd), st.st_nlink == 0 {
+        // A file that cannot be looked at is not opened (its error), rather than opened
+        // without knowing whether a purge removed it.
+        let links: nlink_t
+        do throws(Errno) { links = try Sys.fstat(inode.fd).st_nlink } catch {
+          unpin(inode)
+          throw error
+        }
+        if links == 0 {
           unpin(inode)
           throw .stale
         }
         touch(inode)
         return
       case .purging:
-        sched_yield()  // a purge is between committing to this file and unlinking it
+        // A purge is between committing to this file and unlinking it: sleep until it is
+        // done with it, then look again (purged: ESTALE; given up: pinned).
+        storage.waitUntilSettled(inode.key.inode)
       }
     }
   }
 
   /// Whether a purge removed `inode`'s file. A purge marks the inode just before it
-  /// unlinks the name: this waits for that unlink (or for the purge to give the file up),
-  /// so that when the kernel, told ESTALE, looks the name up again, the name is gone;
-  /// answered before the unlink, the kernel would find the same file and fail the call.
+  /// unlinks the name: this waits for that unlink (or for the purge to give the file up,
+  /// which clears the mark before it lets the file go), so that when the kernel, told
+  /// ESTALE, looks the name up again, the name is gone; answered before the unlink, the
+  /// kernel would find the same file and fail the call.
   func isPurged(_ inode: Inode) -> Bool {
-    while inode.purged.load(ordering: .relaxed) {
-      guard storage.isInFlight(inode.key.inode) else { return inode.purged.load(ordering: .relaxed) }
-      sched_yield()
-    }
-    return false
+    guard inode.purged.load(ordering: .relaxed) else { return false }
+    storage.waitUntilSettled(inode.key.inode)
+    return inode.purged.load(ordering: .relaxed)
   }
 
   /// Takes back the count of ``pin(_:)``.

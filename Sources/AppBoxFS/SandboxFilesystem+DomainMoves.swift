@@ -92,7 +92,12 @@ extension SandboxFilesystem {
     let fd = try withDescriptors { () throws(Errno) -> Int32 in
       try Sys.openat(parent.fd, name.cString, Linux.openPath | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
     }
-    guard let st = try? Sys.fstat(fd), st.st_ino == expected.st_ino else {
+    let st: stat
+    do throws(Errno) { st = try Sys.fstat(fd) } catch {
+      Sys.close(fd)
+      throw error
+    }
+    guard st.st_ino == expected.st_ino else {
       Sys.close(fd)
       throw .noEntry
     }
@@ -121,8 +126,11 @@ extension SandboxFilesystem {
     let (old, new) = (subtree.from, subtree.to)
     let movingIn = new.domain.isPurgeable && !old.domain.isPurgeable
     let movingOut = old.domain.isPurgeable && !new.domain.isPurgeable
-    if let st = try? Sys.fstat(subtree.fd) {
-      moveCharge(st, cached: inodes.existing(backingInode: subtree.ino), from: old, to: new)
+    do throws(Errno) {
+      moveCharge(try Sys.fstat(subtree.fd), cached: inodes.existing(backingInode: subtree.ino), from: old, to: new)
+    } catch {
+      internalError(
+        .domainMove, error, "rename: cannot measure a directory moved to \(new); its own block stays in \(old)")
     }
     if movingIn, let parent = catalogParent(subtree.newParent) {
       register(subtree.ino, in: parent, name: subtree.newName)
@@ -144,6 +152,8 @@ extension SandboxFilesystem {
         if entry.isDirectory {
           register(ino, in: .directory(entry.directoryInode), name: name)
         } else if st.st_mode & S_IFMT == S_IFREG, st.st_nlink == 1 {
+          // No urgency, or one that names none: no urgency (purged after files with one,
+          // never earlier than it should be).
           let urgency =
             urgencyName.withUnsafeBufferPointer { attribute in
               Xattr.value(in: entry.directoryFD, entry: entry.name, attribute.baseAddress!)
@@ -158,7 +168,8 @@ extension SandboxFilesystem {
     } catch {
       // The rename is done; what could not be read keeps its old domain in the books until
       // the next mount re-derives them.
-      log("rename: cannot walk a directory moved to \(new.domain): \(error); its usage by domain is off until remount")
+      internalError(
+        .domainMove, error, "rename: cannot walk a directory moved to \(new); its usage by domain is off until remount")
     }
   }
 

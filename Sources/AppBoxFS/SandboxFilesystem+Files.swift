@@ -99,17 +99,47 @@ extension SandboxFilesystem {
   /// first, so that its reads can be refused should its class close. Nil when either
   /// cannot be done.
   private func registerBacking(_ inode: Inode, fd: Int32) -> BackingID? {
-    guard revocation.arm(inode) else { return nil }
+    guard arm(inode) else { return nil }
+    // Absent is the meaning: a file the daemon cannot open read-write (mode, a read-only
+    // backing) is registered through the reader's handle instead.
     let writable = try? Sys.reopen(inode.fd, flags: O_RDWR | O_CLOEXEC | accessTimeFlag)
     defer { writable.map(Sys.close) }
     return passthrough.register(writable ?? fd)
   }
 
+  /// Arms `inode` for revocable passthrough (``PassthroughRevocation``): false when it
+  /// cannot be, and then it is not opened for passthrough (its reads go through the
+  /// daemon, which checks each); a failed mark is logged and counted.
+  func arm(_ inode: Inode) -> Bool {
+    do throws(Errno) { return try revocation.arm(inode) } catch {
+      internalError(
+        .passthroughArm, error,
+        "cannot arm \(String(decoding: mountPath(of: inode), as: UTF8.self)) for passthrough; its reads go through the daemon"
+      )
+      return false
+    }
+  }
+
   /// Refuses the reads that the kernel serves itself (passthrough) of `inode` when its
-  /// class is `closed` and such handles are open, or allows them again.
+  /// class is `closed` and such handles are open, or allows them again. A failure is
+  /// logged and counted (see ``PassthroughRevocation/update(_:closed:)``).
   func guardPassthroughReads(of inode: Inode, closed: Bool) {
     if closed, inode.ioMode.withLock({ $0.backing == nil }) { return }
-    revocation.update(inode, closed: closed)
+    updateRevocation(of: inode, closed: closed)
+  }
+
+  /// ``PassthroughRevocation/update(_:closed:)``, its failure logged and counted.
+  func updateRevocation(of inode: Inode, closed: Bool) {
+    do throws(Errno) { try revocation.update(inode, closed: closed) } catch {
+      let path = String(decoding: mountPath(of: inode), as: UTF8.self)
+      if closed {
+        internalError(
+          .passthroughRefuse, error,
+          "cannot refuse the passthrough reads of \(path), whose class closed; tried again at the next change of state")
+      } else {
+        internalError(.passthroughAllow, error, "cannot let the passthrough reads of \(path) skip the daemon again")
+      }
+    }
   }
 
   /// Takes a released handle out of the inode's ``IOMode``; the last passthrough handle
@@ -129,7 +159,7 @@ extension SandboxFilesystem {
     }
     if let unregister {
       passthrough.unregister(unregister)
-      revocation.update(inode, closed: false)
+      updateRevocation(of: inode, closed: false)
       passthroughFiles.subtract(1, ordering: .relaxed)
     }
   }

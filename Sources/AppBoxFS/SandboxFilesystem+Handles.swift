@@ -99,7 +99,9 @@ extension SandboxFilesystem {
   }
 
   /// A readable descriptor of the backing root (`rootFD`) if this daemon may open backing
-  /// files by handle (CAP_DAC_READ_SEARCH), else -1. Open for the daemon's life.
+  /// files by handle (CAP_DAC_READ_SEARCH), else -1. Open for the daemon's life. A probe:
+  /// any failure (EPERM without the capability, a backing filesystem without handles)
+  /// means handles are not available, and forgotten nodes are not retained.
   static func handleMountDescriptor(_ rootFD: Int32) -> Int32 {
     guard let mountFD = try? Sys.reopen(rootFD, flags: O_RDONLY | O_DIRECTORY | O_CLOEXEC) else { return -1 }
     guard let handle = try? Sys.inodeHandle(rootFD),

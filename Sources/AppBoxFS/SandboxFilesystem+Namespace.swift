@@ -152,7 +152,14 @@ extension SandboxFilesystem {
     try checkCanCreate(in: to)
     try checkSameContainer(from, to)
     let source = try Sys.fstatat(from.fd, name.cString, AT_SYMLINK_NOFOLLOW)
-    let target = try? Sys.fstatat(to.fd, newName.cString, AT_SYMLINK_NOFOLLOW)
+    // Only ENOENT means "no target": a target that cannot be looked at could be a file
+    // with links elsewhere, or charged bytes the books would keep, so the rename is refused.
+    let target: stat?
+    do throws(Errno) {
+      target = try Sys.fstatat(to.fd, newName.cString, AT_SYMLINK_NOFOLLOW)
+    } catch  where error == .noEntry {
+      target = nil
+    }
     let exchange = flags & Linux.renameExchange != 0
     if from.domain != to.domain {
       // A file with other links would leave them behind (hard links stay within a domain,

@@ -34,7 +34,9 @@ extension SandboxFilesystem {
   public func forget(_ node: NodeID, count: UInt64) {
     if let dropped = inodes.forget(node, count: count, retaining: retainedRecord), dropped.isRegularFile {
       account(dropped, fd: dropped.fd)
-      revocation.disarm(dropped)
+      do throws(Errno) { try revocation.disarm(dropped) } catch {
+        internalError(.passthroughDisarm, error, "cannot take the passthrough mark off a forgotten file")
+      }
     }
   }
 

@@ -12,24 +12,59 @@ import SandboxPolicy
 
 extension SandboxFilesystem {
   /// An inode's class, loaded once: the one a program set, else the one it got at
-  /// creation, else the container default.
+  /// creation, else the container default. A stored class that names no class, or that
+  /// cannot be read, counts as ``ProtectionClass/strictest`` and is reported
+  /// (docs/reference.md, Data Protection).
   func protectionClass(of inode: Inode) -> ProtectionClass {
     if let known = inode.cachedProtection { return known }
-    let value = storedProtection(of: inode) ?? options.defaultProtection
+    let (record, attribute) = storedProtection(of: inode)
+    if record.isUnusable { reportUnusableClass(record, attribute: attribute, of: inode) }
+    let value = record.protectionClass ?? options.defaultProtection
     inode.cachedProtection = value
     return value
   }
 
-  /// The class stored on the backing inode under the first of `names` that holds one.
+  /// The first of the class attributes `names` that the backing inode has (its own class,
+  /// then the one it inherited), with that attribute's name; ``StoredProtection/absent``
+  /// when it has none. Only `ENODATA` means "none": any other error reading one is
+  /// ``StoredProtection/unreadable(errno:)``, which counts as the strictest class.
   func storedProtection(
     of inode: Inode, names: [String] = [AppBoxAttribute.protection.name, AppBoxAttribute.inheritedProtectionName]
-  ) -> ProtectionClass? {
+  ) -> (StoredProtection, attribute: String) {
     for name in names {
-      if let stored = try? Xattr.value(inode.fd, name: name), let value = ProtectionClass(parsing: stored) {
-        return value
+      let record: StoredProtection
+      do throws(Errno) {
+        record = StoredProtection(value: try Xattr.value(inode.fd, name: name))
+      } catch  where error == .noData {
+        continue
+      } catch {
+        record = .unreadable(errno: error.rawValue)
       }
+      return (record, name)
     }
-    return nil
+    return (.absent, names.last ?? "")
+  }
+
+  /// Reports a class record AppBox cannot use: an `unreadableClass` event, once per file
+  /// (``UnreadableClasses``); a read error also goes to the daemon's log and counts as an
+  /// internal error.
+  func reportUnusableClass(_ record: StoredProtection, attribute: String, of inode: Inode) {
+    var value: [UInt8]?
+    var errorName: String?
+    switch record {
+    case .unparsable(let bytes): value = bytes
+    case .unreadable(let errno):
+      let error = Errno(rawValue: errno)
+      errorName = error.name
+      internalError(
+        .classRead, error,
+        "cannot read \(attribute) of \(String(decoding: mountPath(of: inode), as: UTF8.self)); it counts as complete")
+    case .absent, .valid: return
+    }
+    guard unreadableClasses.isFirstReport(inode.key) else { return }
+    let event = UnreadableClassEvent(
+      time: Clock.unix(), pathBytes: mountPath(of: inode), attribute: attribute, value: value, error: errorName)
+    events.record(.unreadableClass(event))
   }
 
   /// Refuses (EPERM, counted and logged) `operation` on a class the lock state forbids.
@@ -78,7 +113,9 @@ extension SandboxFilesystem {
     return true
   }
 
-  /// The path of an inode below the mount root, for events (`/`-joined bytes).
+  /// The path of an inode below the mount root, for events (`/`-joined bytes). Display
+  /// only, never a decision: an inode whose path cannot be read (`/proc/self/fd`), or that
+  /// has none below the root any more (unlinked), is named by the empty path.
   func mountPath(of inode: Inode) -> [UInt8] {
     guard let full = try? Sys.path(of: inode.fd), full.starts(with: backingPath) else { return [] }
     return Array(full.dropFirst(backingPath.count).drop { $0 == UInt8(ascii: "/") })

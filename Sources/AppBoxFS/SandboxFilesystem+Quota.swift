@@ -80,29 +80,63 @@ extension SandboxFilesystem {
     measure(inode, fd: fd, reserved: 0, reservedIn: inode.area, known: known)
   }
 
+  /// What a measurement found.
+  private enum Measurement {
+    /// The file's allocation now, `delta` from what was charged, in `area`.
+    case measured(delta: Int64, now: Int64, st: stat, area: StorageArea)
+    /// Unlinked or purged: taken off the books with its last name.
+    case offBooks
+    /// The `fstat` failed: the reservation was added to the file's charge (now `charged`,
+    /// in `area`), the worst case of what the change allocated.
+    case unmeasured(Errno, charged: Int64, area: StorageArea)
+  }
+
   /// Measures `inode`'s allocation after a change and settles the quota: the difference to
   /// what was charged before, minus what was reserved (in `reservedIn`) for the change.
-  /// `known`: the file's stat taken since the change, which saves the `fstat`.
-  /// - Returns: the file's attributes as measured (nil when it was off the books).
+  /// `known`: the file's stat taken since the change, which saves the `fstat`. A file
+  /// that cannot be measured never undercharges: what was reserved for the change stays
+  /// charged to it (logged and counted), and its next measurement settles the difference.
+  /// - Returns: the file's attributes as measured (nil when it was off the books, or
+  ///   could not be measured).
   private func measure(
     _ inode: Inode, fd: Int32, reserved: Int64, reservedIn reservedArea: StorageArea, known: stat?
   ) -> stat? {
     // Measured under the inode's lock, which `untrack` and a move to another domain take
     // too: a close racing an unlink either settles before the unlink gives the bytes back,
     // or sees no link left; one racing a move charges the domain the move found.
-    let measured = inode.allocated.withLock {
-      charged -> (delta: Int64, now: Int64, st: stat, area: StorageArea)? in
-      // An unlinked or purged file was taken off the books with its last name.
-      guard let st = known ?? (try? Sys.fstat(fd)), st.st_nlink > 0, !inode.purged.load(ordering: .relaxed) else {
-        return nil
+    let measured = inode.allocated.withLock { charged -> Measurement in
+      if inode.purged.load(ordering: .relaxed) { return .offBooks }
+      let st: stat
+      if let known {
+        st = known
+      } else {
+        do throws(Errno) { st = try Sys.fstat(fd) } catch {
+          charged += reserved
+          return .unmeasured(error, charged: charged, area: inode.area)
+        }
       }
+      guard st.st_nlink > 0 else { return .offBooks }
       let now = Int64(st.st_blocks) * 512
       defer { charged = now }
-      return (now - charged, now, st, inode.area)
+      return .measured(delta: now - charged, now: now, st: st, area: inode.area)
     }
-    guard let (delta, now, st, area) = measured else {
+    let (delta, now, st, area): (Int64, Int64, stat, StorageArea)
+    switch measured {
+    case .offBooks:
       if reserved != 0 { storage.charge(-reserved, area: reservedArea) }
       return nil
+    case .unmeasured(let error, let charged, let area):
+      if area != reservedArea { storage.move(reserved, from: reservedArea, to: area) }
+      if area.domain.isPurgeable, inode.isRegularFile {
+        storage.charge(0, area: area, trackedFile: inode.key.inode, newBytes: charged)
+      }
+      internalError(
+        .measure, error,
+        "cannot measure \(String(decoding: mountPath(of: inode), as: UTF8.self)) after a change; the \(reserved) bytes reserved for it stay charged"
+      )
+      return nil
+    case .measured(let measuredDelta, let measuredNow, let measuredStat, let measuredArea):
+      (delta, now, st, area) = (measuredDelta, measuredNow, measuredStat, measuredArea)
     }
     var reserved = reserved
     if area != reservedArea, reserved != 0 {
@@ -170,12 +204,31 @@ extension SandboxFilesystem {
     let removed = Mutex<[(index: Int, cached: Inode?, bytes: Int64, directory: UInt64?)]>([])
     DispatchQueue.concurrentPerform(iterations: work.count) { group in
       let (components, indices) = work[group]
-      guard let directoryFD = openDirectory(components) else {
+      let directoryFD: Int32
+      do throws(Errno) { directoryFD = try openDirectory(components) } catch {
         for index in indices { storage.putBack(plan.victims[index].ino) }
+        // Renamed or removed since the plan: its victims were left to whoever changed it.
+        if error != .noEntry && error != .notDirectory {
+          internalError(
+            .purgeDirectory, error,
+            "purge: cannot open \(String(decoding: Array(components.joined(separator: [0x2F])), as: UTF8.self)); its \(indices.count) files stay"
+          )
+        }
         return
       }
       defer { Sys.close(directoryFD) }
-      let directory = (try? Sys.fstat(directoryFD)).map { UInt64($0.st_ino) }
+      let directory: UInt64?
+      do throws(Errno) { directory = UInt64(try Sys.fstat(directoryFD).st_ino) } catch {
+        // The catalog's record of it, which a rename since the plan may have outdated.
+        let victim = plan.victims[indices[0]]
+        directory =
+          victim.parent.directoryInode
+          ?? domainRoots.withLock { $0[StorageArea(victim.container, victim.domain)] }
+        internalError(
+          .purgeNotice, error,
+          "purge: cannot identify the directory of \(String(decoding: victim.name, as: UTF8.self)); the kernel is told of its purged names as the catalog recorded it"
+        )
+      }
       var done: [(index: Int, cached: Inode?, bytes: Int64, directory: UInt64?)] = []
       for index in indices {
         let victim = plan.victims[index]
@@ -290,23 +343,31 @@ extension SandboxFilesystem {
   /// a program sees, but that must not go unnoticed.
   func log(_ message: String) {
     let line = Array("appbox: \(message)\n".utf8)
+    // Absent is all there is: the log is where errors go, and a failed write to it has
+    // nowhere left to be reported.
     _ = line.withUnsafeBytes { try? Sys.write(2, $0) }
   }
 
   /// Opens a directory below the backing root by components, following no symlink.
-  private func openDirectory(_ components: [[UInt8]]) -> Int32? {
-    var fd = (try? Sys.dup(inodes.root.fd)) ?? -1
-    for component in components where fd >= 0 {
+  private func openDirectory(_ components: [[UInt8]]) throws(Errno) -> Int32 {
+    var fd = try Sys.dup(inodes.root.fd)
+    for component in components {
       let name = component + [0]
-      let next = name.withUnsafeBufferPointer { buffer in
-        try? Sys.openat(
-          fd, UnsafeRawPointer(buffer.baseAddress!).assumingMemoryBound(to: CChar.self),
-          Linux.openPath | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+      let next: Int32
+      do throws(Errno) {
+        next = try name.withUnsafeBufferPointer { (buffer) throws(Errno) -> Int32 in
+          try Sys.openat(
+            fd, UnsafeRawPointer(buffer.baseAddress!).assumingMemoryBound(to: CChar.self),
+            Linux.openPath | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+        }
+      } catch {
+        Sys.close(fd)
+        throw error
       }
       Sys.close(fd)
-      fd = next ?? -1
+      fd = next
     }
-    return fd >= 0 ? fd : nil
+    return fd
   }
 
   /// Purges on request (the control channel's `purge`) or in the background (the

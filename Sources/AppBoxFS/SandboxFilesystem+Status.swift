@@ -25,6 +25,8 @@ extension SandboxFilesystem {
       + ",\"coalescedRefusals\":\(log.coalescedRefusals)"
       + (log.lastError.map { ",\"error\":" + JSONText.quoted($0) } ?? "") + "}"
     let containers = device.map { ($0.all, $0.apps) }
+    let unreadable = unreadableClasses.total
+    let internalErrorCounts = internalErrors.jsonObject
     return storage.books.withLock { books in
       let ledger = books.ledger
       let catalog = books.catalog
@@ -55,6 +57,8 @@ extension SandboxFilesystem {
         ("bytesPurged", String(books.bytesPurged)),
         ("noSpaceRefusals", String(books.noSpaceRefusals)),
         ("refusals", refusals),
+        ("unreadableClasses", String(unreadable)),
+        ("internalErrors", internalErrorCounts),
         ("purgeCost", purgeCost),
         ("eventLog", eventLog),
         ("nodes", String(inodes.count)),

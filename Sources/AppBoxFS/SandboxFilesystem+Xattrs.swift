@@ -51,16 +51,18 @@ extension SandboxFilesystem {
 
   /// `setxattr`. Attributes take space: a value that does not fit in the backing inode
   /// gets a block of its own (ext4), which `du` counts. For a program's attribute a block
-  /// is reserved as for a `mkdir` once the name is accepted (purging if it is not free, but
-  /// never refused for it: most values fit in the inode); AppBox's own attributes (short
-  /// values, checked first) reserve nothing. Either way the change is measured afterwards.
+  /// is reserved first (purging if it is not free; `ENOSPC` when even a purge leaves no
+  /// room); AppBox's own attributes (short values, checked first) reserve nothing. Either
+  /// way the change is measured afterwards.
   public func setxattr(
     _ ctx: Caller, node: NodeID, name: FileName, value: UnsafeRawBufferPointer, flags: Int32
   ) throws(Errno) {
     let inode = inodes.inode(node)
     try checkChangeable(inode)
     if let attribute = AppBoxAttribute(name: name) {
-      return try changingAttributes(inode, valueBytes: value.count + name.count) { () throws(Errno) in
+      // Reserves nothing: a value that may be refused must not purge first, and a class
+      // can be set in a full sandbox. What the value takes is charged when measured.
+      return try changingAttributes(inode, valueBytes: 0) { () throws(Errno) in
         try setOwn(attribute, of: inode, to: Array(value), flags: flags)
       }
     }
@@ -176,7 +178,10 @@ extension SandboxFilesystem {
       reclassified(inode, to: requested)
     case .purgeUrgency:
       guard inode.isRegularFile else { throw .notPermitted }
-      guard let urgency = try? PurgeUrgency.parse(attributeValue: value) else { throw .invalidArgument }
+      let urgency: PurgeUrgency
+      do throws(PurgeUrgency.ParseError) { urgency = try PurgeUrgency.parse(attributeValue: value) } catch {
+        throw .invalidArgument  // a value that names no urgency is refused, changing nothing
+      }
       try Xattr.set(inode.fd, name: attribute.name, value: urgency.attributeValue ?? [], flags: flags)
       storage.books.withLock { _ = $0.catalog.setUrgency(ino: inode.key.inode, urgency) }
     case .deviceState, .capacity, .availableImportant, .availableOpportunistic:
@@ -206,6 +211,7 @@ extension SandboxFilesystem {
   /// so it is safe here.
   private func reclassified(_ inode: Inode, to protectionClass: ProtectionClass) {
     inode.cachedProtection = protectionClass
+    unreadableClasses.repaired(inode.key)
     guard inode.isRegularFile, !AccessRule.decide(protectionClass, .handleIO, in: protection.snapshot) else { return }
     guardPassthroughReads(of: inode, closed: true)
     notifier.withLock { $0 }?.invalidateInode(inodes.node(inode))
@@ -214,10 +220,14 @@ extension SandboxFilesystem {
   private func removeOwn(_ attribute: AppBoxAttribute, of inode: Inode) throws(Errno) {
     switch attribute {
     case .protection:
-      let fallback = storedProtection(of: inode, names: [AppBoxAttribute.inheritedProtectionName])
-      try checkCanChangeClass(of: inode, to: fallback ?? options.defaultProtection)
+      // What the item falls back to: the class it inherited, else the mount's default; an
+      // inherited record that cannot be used makes it the strictest class.
+      let (inherited, name) = storedProtection(of: inode, names: [AppBoxAttribute.inheritedProtectionName])
+      let fallback = inherited.protectionClass ?? options.defaultProtection
+      try checkCanChangeClass(of: inode, to: fallback)
       try Xattr.remove(inode.fd, name: attribute.name)
-      reclassified(inode, to: fallback ?? options.defaultProtection)
+      reclassified(inode, to: fallback)
+      if inherited.isUnusable { reportUnusableClass(inherited, attribute: name, of: inode) }
     case .purgeUrgency:
       try Xattr.remove(inode.fd, name: attribute.name)
       storage.books.withLock { _ = $0.catalog.setUrgency(ino: inode.key.inode, .none) }

@@ -60,6 +60,10 @@ public final class SandboxFilesystem: Filesystem {
   let revocation = PassthroughRevocation()
   /// Recently purged names and what purges cost the app.
   let purgeCost = PurgeCost()
+  /// Errors no request returns, decided on and counted by site.
+  let internalErrors = InternalErrors()
+  /// Files whose stored class could not be used, reported once each.
+  let unreadableClasses = UnreadableClasses()
   /// The last usage sample logged (lock order: a leaf lock, taken after the quota lock is
   /// released).
   let lastUsage = Mutex(LastUsage())
@@ -89,19 +93,26 @@ public final class SandboxFilesystem: Filesystem {
   ///   - driver: what serves the filesystem (`FuseDriver` on a mount).
   ///   - indexProgress: told how far the index has got, every few thousand entries and
   ///     once at the end (a million files take seconds).
-  /// - Throws: ``Errno`` when the backing directory cannot be opened or the layout cannot
-  ///   be created (e.g. a fixed name exists but is not a directory); EINVAL when it holds
-  ///   another kind of sandbox or a device's containers are not consistent
-  ///   (``DeviceBacking/check(_:device:)`` says why).
+  /// - Throws: ``SandboxSetupError``: ``SandboxSetupError/system(_:)`` when the backing
+  ///   directory cannot be opened or the layout cannot be created (e.g. a fixed name exists
+  ///   but is not a directory), EINVAL when it holds another kind of sandbox or a device's
+  ///   containers are not consistent (``DeviceBacking/check(_:device:)`` says why); the
+  ///   default class recorded on the backing root when it names no class or cannot be read
+  ///   (nothing is changed then).
   public init(
     backingDirectory: String, configuration: CacheTimeouts, options: SandboxOptions, driver: any FilesystemDriver,
     indexProgress: (@Sendable (IndexProgress) -> Void)? = nil
-  ) throws(Errno) {
-    let rootFD = try Sys.openat(AT_FDCWD, backingDirectory, Linux.openPath | O_DIRECTORY | O_CLOEXEC)
+  ) throws(SandboxSetupError) {
+    let rootFD: Int32
     let rootStat: stat
+    do throws(Errno) {
+      rootFD = try Sys.openat(AT_FDCWD, backingDirectory, Linux.openPath | O_DIRECTORY | O_CLOEXEC)
+    } catch {
+      throw .system(error)
+    }
     do throws(Errno) { rootStat = try Sys.fstat(rootFD) } catch {
       Sys.close(rootFD)
-      throw error
+      throw .system(error)
     }
     let apps: DeviceApps?
     do throws(DeviceBacking.Problem) {
@@ -113,7 +124,7 @@ public final class SandboxFilesystem: Filesystem {
       }
     } catch {
       Sys.close(rootFD)
-      throw error.errno ?? .invalidArgument
+      throw .system(error.errno ?? .invalidArgument)
     }
     let device = apps.map { DeviceContainers(apps: $0) }
     self.device = device
@@ -127,12 +138,19 @@ public final class SandboxFilesystem: Filesystem {
     passthrough = driver.passthrough
     self.options = options
     backingPath = Array(backingDirectory.utf8)
-    let (roots, layout) = try Self.createLayout(in: rootFD, device: device)
-    domainRoots = Mutex(roots)
-    layoutInodes = Mutex(layout)
-    try DefaultProtection.adopt(options.defaultProtection, rootFD: rootFD, layout: rootPlace.layout)
-    let (ledger, catalog) = try BackingScan.run(
-      rootFD: rootFD, layout: rootPlace.layout, device: device, capacity: options.capacity, progress: indexProgress)
+    try DefaultProtection.check(rootFD: rootFD)  // before anything is created or stamped
+    let ledger: QuotaLedger
+    let catalog: PurgeCatalog
+    do throws(Errno) {
+      let (roots, layout) = try Self.createLayout(in: rootFD, device: device)
+      domainRoots = Mutex(roots)
+      layoutInodes = Mutex(layout)
+      try DefaultProtection.adopt(options.defaultProtection, rootFD: rootFD, layout: rootPlace.layout)
+      (ledger, catalog) = try BackingScan.run(
+        rootFD: rootFD, layout: rootPlace.layout, device: device, capacity: options.capacity, progress: indexProgress)
+    } catch {
+      throw .system(error)
+    }
     catalog.policy = options.purgePolicy
     for (number, container) in device?.all ?? [:] { catalog.containerPaths[number] = container.components }
     storage = StorageState(ledger: ledger, catalog: catalog, waterMarks: options.waterMarks)

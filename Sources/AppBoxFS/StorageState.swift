@@ -18,7 +18,8 @@ import Synchronization
 /// stays in ``Books/inFlight`` until its unlink is done: an open that finds it there
 /// before the purge commits to it takes it back (the purge then skips it); once
 /// committed, the open waits for the unlink and fails with ESTALE, so the kernel looks
-/// the name up again (and an `O_CREAT` open creates it afresh).
+/// the name up again (and an `O_CREAT` open creates it afresh). Such waits sleep on
+/// ``victimsSettled`` (a `Condition`), which every removal from `inFlight` notifies.
 final class StorageState: Sendable {
   struct Books: ~Copyable {
     var ledger: QuotaLedger
@@ -68,6 +69,10 @@ final class StorageState: Sendable {
   let waterMarks: WaterMarks?
   /// The backing inode of the purgeable file used last (to skip repeated touches).
   let lastTouched = Atomic<UInt64>(0)
+  /// Notified whenever a victim leaves ``Books/inFlight`` (unlinked, given back, taken back
+  /// by an open, left to whoever changed it, or dropped with a container being removed):
+  /// what a request that met a purge half-way waits for (``waitUntilSettled(_:)``).
+  let victimsSettled = Condition()
 
   init(ledger: QuotaLedger, catalog: sending PurgeCatalog, waterMarks: WaterMarks?) {
     books = Mutex(Books(ledger: ledger, catalog: catalog))
@@ -130,20 +135,24 @@ final class StorageState: Sendable {
   /// against purges; a victim a purge has not committed to yet is taken back.
   func pin(_ inode: Inode) -> Pin {
     let ino = inode.key.inode
-    return books.withLock { books in
-      if !books.catalog.open(ino: ino) {
-        guard let flight = books.inFlight[ino] else {
-          inode.openHandles.add(1, ordering: .relaxed)
-          return .untracked
-        }
-        if flight.committed { return .purging }
-        books.inFlight[ino] = nil
-        Self.restore(flight.victim, books: &books)
-        books.catalog.open(ino: ino)
+    let (pin, tookBack) = books.withLock { books -> (Pin, Bool) in
+      if books.catalog.open(ino: ino) {
+        inode.openHandles.add(1, ordering: .relaxed)
+        return (.pinned, false)
       }
+      guard let flight = books.inFlight[ino] else {
+        inode.openHandles.add(1, ordering: .relaxed)
+        return (.untracked, false)
+      }
+      if flight.committed { return (.purging, false) }
+      books.inFlight[ino] = nil
+      Self.restore(flight.victim, books: &books)
+      books.catalog.open(ino: ino)
       inode.openHandles.add(1, ordering: .relaxed)
-      return .pinned
+      return (.pinned, true)
     }
+    if tookBack { victimsSettled.notifyAll() }
+    return pin
   }
 
   /// Counts a closed handle of a file in Caches or tmp.
@@ -158,24 +167,26 @@ final class StorageState: Sendable {
   /// catalog again (a rename put it there).
   /// - Returns: whether to unlink it.
   func commit(_ ino: UInt64) -> Bool {
-    books.withLock { books in
-      guard let flight = books.inFlight[ino] else { return false }
+    let (committed, left) = books.withLock { books -> (Bool, Bool) in
+      guard let flight = books.inFlight[ino] else { return (false, false) }
       guard !books.catalog.contains(ino: ino) else {
         books.inFlight[ino] = nil
-        return false
+        return (false, true)
       }
       if books.closing.contains(flight.victim.container) {
         books.inFlight[ino] = nil  // its container is being removed, files and all
-        return false
+        return (false, true)
       }
       if Self.isMoving(flight.victim, books: books) {
         books.inFlight[ino] = nil
         Self.restore(flight.victim, books: &books)
-        return false
+        return (false, true)
       }
       books.inFlight[ino]!.committed = true
-      return true
+      return (true, false)
     }
+    if left { victimsSettled.notifyAll() }
+    return committed
   }
 
   /// A victim unlinked: `bytes` (its allocation as charged) leave the books.
@@ -186,17 +197,20 @@ final class StorageState: Sendable {
       books.purges += 1
       books.bytesPurged += bytes
     }
+    victimsSettled.notifyAll()
   }
 
   /// A victim whose name no longer refers to it (unlinked, renamed or linked by a
   /// program meanwhile): the purge leaves it to whoever changed it.
   func abandon(_ ino: UInt64) {
     books.withLock { _ = $0.inFlight.removeValue(forKey: ino) }
+    victimsSettled.notifyAll()
   }
 
-  /// Whether a purge holds `ino` (chosen, or committed and not yet unlinked).
-  func isInFlight(_ ino: UInt64) -> Bool {
-    books.withLock { $0.inFlight[ino] != nil }
+  /// Sleeps until no purge holds `ino` any more: the purge that committed to it has
+  /// unlinked it, or given it up.
+  func waitUntilSettled(_ ino: UInt64) {
+    victimsSettled.wait(for: books) { $0.inFlight[ino] == nil }
   }
 
   /// A victim the purge could not unlink: back on the catalog, purgeable again.
@@ -205,6 +219,7 @@ final class StorageState: Sendable {
       guard let flight = books.inFlight.removeValue(forKey: ino) else { return }
       Self.restore(flight.victim, books: &books)
     }
+    victimsSettled.notifyAll()
   }
 
   /// Adds a victim back to the catalog, if its directory is still tracked.
@@ -228,26 +243,28 @@ final class StorageState: Sendable {
   /// before the rename, so that no purge unlinks by a directory descriptor or path taken
   /// before the move a file that is now in another domain.
   func beginMove(_ roots: [UInt64]) -> [UInt64] {
-    books.withLock { books in
+    let (committed, restored) = books.withLock { books -> ([UInt64], Bool) in
       books.moving = roots
       var committed: [UInt64] = []
+      var restored = false
       for (ino, flight) in books.inFlight where Self.isMoving(flight.victim, books: books) {
         if flight.committed {
           committed.append(ino)
         } else {
           books.inFlight[ino] = nil
           Self.restore(flight.victim, books: &books)
+          restored = true
         }
       }
-      return committed
+      return (committed, restored)
     }
+    if restored { victimsSettled.notifyAll() }
+    return committed
   }
 
   /// Waits until the purges that committed to `victims` have unlinked them (or let them go).
   func waitForVictims(_ victims: [UInt64]) {
-    for ino in victims {
-      while isInFlight(ino) { sched_yield() }
-    }
+    for ino in victims { waitUntilSettled(ino) }
   }
 
   /// Ends a move: `update` brings the catalog up to date, then purges may take the
@@ -273,15 +290,23 @@ final class StorageState: Sendable {
   /// returned: the caller waits for them (``waitForVictims(_:)``) before it moves the
   /// containers away, so that no purge unlinks by a path that no longer leads there.
   func beginRemoval(_ numbers: Set<ContainerNumber>) -> [UInt64] {
-    books.withLock { books in
+    let (committed, dropped) = books.withLock { books -> ([UInt64], Bool) in
       books.closing.formUnion(numbers)
       var committed: [UInt64] = []
+      var dropped = false
       for (ino, flight) in books.inFlight where numbers.contains(flight.victim.container) {
-        if flight.committed { committed.append(ino) } else { books.inFlight[ino] = nil }
+        if flight.committed {
+          committed.append(ino)
+        } else {
+          books.inFlight[ino] = nil
+          dropped = true
+        }
       }
       for number in numbers { books.catalog.removeContainer(number) }
-      return committed
+      return (committed, dropped)
     }
+    if dropped { victimsSettled.notifyAll() }
+    return committed
   }
 
   /// Ends removing containers: what is still charged to them (files a program made in

@@ -2,6 +2,7 @@
 // lives here.
 #define _GNU_SOURCE
 #include <sched.h>
+#include <string.h>
 #include <sys/stat.h>
 
 #include "CPosixShim.h"
@@ -21,3 +22,5 @@ int cposix_set_thread_umask(mode_t mask) {
   }
   return 0;
 }
+
+const char *cposix_errno_name(int value) { return strerrorname_np(value); }

@@ -151,7 +151,7 @@ final class StalePageDrops: Sendable {
     Self.lapsed.add(UInt64(late.count), ordering: .relaxed)
     let line = Array(
       "appbox: \(late.count) direct writes replied to before their stale pages left the kernel's cache (\(why))\n".utf8)
-    _ = line.withUnsafeBytes { try? Sys.write(2, $0) }
+    _ = line.withUnsafeBytes { try? Sys.write(2, $0) }  // the daemon's log: a failed write there has nowhere left
   }
 
   /// Ends the thread once the writes waiting have been replied to, so that no reply uses a

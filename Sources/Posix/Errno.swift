@@ -1,3 +1,5 @@
+import CPosixShim
+
 #if canImport(Glibc)
   import Glibc
 #endif
@@ -18,6 +20,10 @@ public struct Errno: Error, Hashable, Sendable, CustomStringConvertible {
 
   /// `strerror` text, for messages.
   public var description: String { String(cString: strerror(rawValue)) }
+
+  /// The C constant's name (`EIO`), for logs that programs read; `errno N` for a value
+  /// without one.
+  public var name: String { cposix_errno_name(rawValue).map { String(cString: $0) } ?? "errno \(rawValue)" }
 
   /// Operation not permitted (`EPERM`): AppBox's refusal while the device is locked.
   public static let notPermitted = Errno(rawValue: EPERM)

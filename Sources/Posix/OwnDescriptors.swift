@@ -26,7 +26,11 @@ extension Sys {
     while let item = try stream.next() {
       guard let fd = Int32(String(cString: item.name)), fd != stream.fd else { continue }
       let flags = cposix_fcntl_int(fd, F_GETFL, 0)
-      guard flags >= 0, let target = try? path(of: fd) else { continue }  // closed meanwhile
+      guard flags >= 0 else { continue }  // closed meanwhile
+      let target: [UInt8]
+      do throws(Errno) { target = try path(of: fd) } catch  where error == .noEntry || error == .badFileDescriptor {
+        continue  // closed meanwhile
+      }
       found.append(OwnDescriptor(fd: fd, target: target, pathOnly: flags & Linux.openPath != 0))
     }
     return found

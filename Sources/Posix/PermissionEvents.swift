@@ -30,21 +30,36 @@ public final class PermissionEvents: Sendable {
   public func arm(_ fd: Int32) throws(Errno) {
     try change(fd, add: true, ignore: false)
     do { try change(fd, add: true, ignore: true) } catch {
+      // Best effort: the error thrown is the arm's. A mark left without its ignore mask
+      // only makes the inode's reads ask ``answer(_:)``, which allows an unrefused file.
       try? change(fd, add: false, ignore: false)
       throw error
     }
   }
 
-  /// From now on, every read of the armed inode asks ``answer(_:)``.
-  public func refuse(_ fd: Int32) throws(Errno) { try change(fd, add: false, ignore: true) }
+  /// From now on, every read of the armed inode asks ``answer(_:)``. An inode whose mark
+  /// the kernel dropped (with its last link: ENOENT) is marked again, without the ignore
+  /// mask: a file opened while it was armed still raises its reads' events.
+  public func refuse(_ fd: Int32) throws(Errno) {
+    do throws(Errno) { try change(fd, add: false, ignore: true) } catch  where error == .noEntry {
+      try change(fd, add: true, ignore: false)
+    }
+  }
 
   /// Undoes ``refuse(_:)``.
   public func allow(_ fd: Int32) throws(Errno) { try change(fd, add: true, ignore: true) }
 
-  /// Takes the inode's mark off.
-  public func disarm(_ fd: Int32) {
-    try? change(fd, add: false, ignore: true)
-    try? change(fd, add: false, ignore: false)
+  /// Takes the inode's mark off (both of its masks, each tried). A mark that is gone
+  /// already is no failure: the kernel drops an inode's marks with its last link (ENOENT).
+  /// - Throws: the first other failure.
+  public func disarm(_ fd: Int32) throws(Errno) {
+    var failure: Errno?
+    for ignore in [true, false] {
+      do throws(Errno) { try change(fd, add: false, ignore: ignore) } catch {
+        if error != .noEntry { failure = failure ?? error }
+      }
+    }
+    if let failure { throw failure }
   }
 
   private func change(_ fd: Int32, add: Bool, ignore: Bool) throws(Errno) {

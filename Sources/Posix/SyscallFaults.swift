@@ -38,6 +38,9 @@ public enum Syscall: String, Hashable, Sendable, CaseIterable {
   case removexattr
   /// `copy_file_range` (``Sys/copyFileRange(_:_:_:_:_:_:)``).
   case copyFileRange
+  /// `getxattr` through `/proc/self/fd` (``Xattr/get(_:_:into:)``, and ``Xattr``'s
+  /// readers of a value through it); its name is the attribute's.
+  case getxattr
   /// The switch of a thread's filesystem credentials (``ThreadCredentials/with(uid:gid:groups:_:)``:
   /// `setgroups`, `setfsgid`, `setfsuid`).
   case setfsuid
@@ -56,7 +59,7 @@ public struct SyscallFault: Sendable {
   public var times: Int?
   /// Only calls on this name (NUL excluded) fail, for the wrappers that take one
   /// (`openat`, `fstatat`, `unlinkat`, `renameat2`, `mkdirat`, `mknodat`: the first name;
-  /// `symlinkat`, `linkat`: the new name); nil: any.
+  /// `symlinkat`, `linkat`: the new name; `getxattr`: the attribute's); nil: any.
   public var name: [UInt8]?
 
   /// A fault that makes calls fail with `errno` after `after` successful ones, `times`

@@ -51,11 +51,6 @@ public enum UnixSocket {
     return fd
   }
 
-  /// The user id of the process at the other end.
-  public static func peerUID(_ fd: Int32) -> uid_t? {
-    try? peerCredentials(fd).uid
-  }
-
   /// Who is at the other end of a connected socket, as the kernel recorded it when the
   /// connection was made (`SO_PEERCRED`): it cannot be forged by the peer.
   public struct PeerCredentials: Equatable, Sendable {

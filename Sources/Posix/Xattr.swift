@@ -13,6 +13,7 @@ public enum Xattr {
   public static func get(_ fd: Int32, _ name: UnsafePointer<CChar>, into buffer: UnsafeMutableRawBufferPointer)
     throws(Errno) -> Int
   {
+    try SyscallFaults.check(.getxattr, name: name)
     var path = ProcPath(fd)
     return try path.withCString { (p) throws(Errno) -> Int in
       try retryingEINTR { cposix_getxattr(p, name, buffer.baseAddress, buffer.count) }

@@ -143,6 +143,19 @@ struct BackupEngineTests {
     #expect(try Scratch.names(scratch.path) == ["backup", "restored", "sandbox"])
   }
 
+  @Test("a sandbox whose recorded default class names no class is not backed up (65, saying how to repair it)")
+  func unknownRecordedDefault() throws {
+    let scratch = try Scratch()
+    let sandbox = try scratch.sandbox()
+    try Scratch.write(sandbox + "/Documents/a", Array("alpha".utf8))
+    try Xattr.set(path: sandbox, name: "user.appbox.default-protection", value: Array("Complete".utf8))
+    let writer = BackupWriter(backing: sandbox, bundleID: "com.example.engine", dryRun: false)
+    #expect {
+      try writer.run(destination: TargetDirectory.resolve(scratch("backup"), option: "--to"))
+    } throws: { ($0 as? BackupError)?.kind == .badData && "\($0)".contains("names no protection class") }
+    #expect(throws: Errno.noEntry, "no backup is left") { try Scratch.status(scratch("backup")) }
+  }
+
   @Test("a device's backup with an XML Manifest.plist restores; an encrypted one does not")
   func manifests() throws {
     let scratch = try Scratch()

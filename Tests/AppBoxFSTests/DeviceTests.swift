@@ -326,14 +326,14 @@ struct DeviceTests {
       options.device = true
       return options
     }()
-    #expect(throws: Errno.invalidArgument) {
+    #expect(throws: SandboxSetupError.system(.invalidArgument)) {
       _ = try SandboxFilesystem(
         backingDirectory: plain.backing, configuration: CacheTimeouts(), options: deviceOptions,
         driver: InMemoryDriver())
     }
     #expect(throws: DeviceBacking.Problem.self) { try DeviceBacking.check(plain.backing, device: true) }
     let box = try Self.twoApps()
-    #expect(throws: Errno.invalidArgument) {
+    #expect(throws: SandboxSetupError.system(.invalidArgument)) {
       _ = try SandboxFilesystem(
         backingDirectory: box.backing, configuration: CacheTimeouts(), options: plain.options,
         driver: InMemoryDriver())
@@ -360,7 +360,7 @@ struct DeviceTests {
       try make()
       let before = box.backingTree()
       #expect(throws: DeviceBacking.Problem.self) { try DeviceBacking.check(box.backing, device: true) }
-      #expect(throws: Errno.invalidArgument) {
+      #expect(throws: SandboxSetupError.system(.invalidArgument)) {
         _ = try SandboxFilesystem(
           backingDirectory: box.backing, configuration: CacheTimeouts(), options: box.options,
           driver: InMemoryDriver())

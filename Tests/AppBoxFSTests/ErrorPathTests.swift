@@ -478,7 +478,7 @@ struct ErrorPathTests {
   @Test("the mount's index cannot read an entry: the filesystem is not made (the books would be wrong)")
   func indexFails() throws {
     let name = Self.uniqueName("entry")
-    #expect(throws: Errno.ioError) {
+    #expect(throws: SandboxSetupError.system(.ioError)) {
       try SyscallFaults.inject([.fstatat: SyscallFault(.ioError, name: name)]) { _ throws in
         _ = try Sandbox(prepare: { backing in
           try Sys.mkdir(backing + "/Documents", 0o755)
@@ -490,14 +490,14 @@ struct ErrorPathTests {
 
   @Test("the default class cannot be recorded on the backing root: the filesystem is not made")
   func defaultRecordFails() throws {
-    #expect(throws: Errno.noSpace) {
+    #expect(throws: SandboxSetupError.system(.noSpace)) {
       try SyscallFaults.inject([.setxattr: SyscallFault(.noSpace)]) { _ throws in _ = try Sandbox() }
     }
   }
 
   @Test("the fixed layout cannot be made: the filesystem is not made")
   func layoutFails() throws {
-    #expect(throws: Errno.readOnlyFileSystem) {
+    #expect(throws: SandboxSetupError.system(.readOnlyFileSystem)) {
       try SyscallFaults.inject([.mkdirat: SyscallFault(.readOnlyFileSystem, name: "tmp")]) { _ throws in
         _ = try Sandbox()
       }

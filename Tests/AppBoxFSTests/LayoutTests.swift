@@ -36,7 +36,7 @@ struct LayoutTests {
     })
     #expect(try box.list("Documents") == ["kept"])
     #expect(try box.backingStat("Documents").st_mode & 0o777 == 0o700, "left as it was")
-    #expect(throws: Errno.self) {
+    #expect(throws: SandboxSetupError.system(.notDirectory)) {
       try Sandbox(prepare: { backing in
         try TestFiles.write(backing + "/tmp", [1])
       })

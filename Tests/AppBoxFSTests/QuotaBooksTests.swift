@@ -473,6 +473,25 @@ struct QuotaBooksTests {
     try again.expectExactBooks()
   }
 
+  @Test(
+    "AppBox's own attributes reserve nothing: in a full sandbox a class and an urgency are set, a bad value is EINVAL, nothing is purged"
+  )
+  func ownAttributesInAFullSandbox() throws {
+    let box = try Sandbox(capacity: 4 << 20)
+    try box.writeFile("Documents/data", pattern(1 << 20))
+    try box.makeFile("Library/Caches/c", bytes: 64 * 1024)
+    _ = box.fs.resize(to: box.used, reason: .resize)
+    #expect(box.free == 0)
+    #expect(throws: Errno.invalidArgument) { try box.setxattr("Documents/data", "user.appbox.protection", "bogus") }
+    #expect(box.backingHas("Library/Caches/c"), "a refused value purges nothing")
+    try box.setxattr("Documents/data", "user.appbox.protection", "complete")
+    try box.setxattr("Library/Caches/c", "user.appbox.purge-urgency", "low")
+    try box.removexattr("Documents/data", "user.appbox.protection")
+    #expect(box.backingHas("Library/Caches/c"), "a short value needs no room, so nothing was purged for it")
+    #expect(box.fs.storage.books.withLock { $0.noSpaceRefusals } == 0)
+    try box.expectExactBooks()
+  }
+
   @Test("a full sandbox refuses every new allocation with ENOSPC, changing nothing; renames, unlinks, punches go")
   func fullSandbox() throws {
     let box = try Sandbox(capacity: 4 << 20)

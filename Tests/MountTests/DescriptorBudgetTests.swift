@@ -38,7 +38,7 @@ struct DescriptorBudgetTests {
       #expect(read(fd, &byte, 1) == 1 && byte == UInt8(index & 0xff))
       close(fd)
     }
-    for index in 0..<3000 { #expect(unlink(directory + "/f\(index)") == 0) }
+    for index in 0..<3000 { #expect(unlink(directory + "/f\(index)") == 0, "unlink #\(index): errno \(errno)") }
     let unmounted = try Command.run(Command.appbox, ["unmount", mountpoint])
     #expect(unmounted.status == 0, "\(unmounted.error)")
   }

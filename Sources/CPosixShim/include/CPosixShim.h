@@ -136,6 +136,8 @@ static inline int cposix_thread_setgroups(size_t count, const gid_t *groups) {
 /// thread), so that no other thread's changes; a umask the thread already has costs no
 /// system call (in shim.c). Returns 0, or -1 with errno (then nothing changed).
 int cposix_set_thread_umask(mode_t mask);
+/// The symbolic name of an errno value (`EIO`), or NULL when it has none (shim.c).
+const char *cposix_errno_name(int value);
 
 /// How many CPUs the calling thread may run on (its affinity mask, which a container's
 /// cpuset or taskset narrows); 1 when unknown. CPU_COUNT and sched_getaffinity are GNU-only.
@@ -150,6 +152,9 @@ static inline int cposix_available_cpus(void) {
 /// `prctl(PR_SET_CHILD_SUBREAPER, 1)` (prctl is variadic): orphaned descendants are
 /// re-parented to the calling process instead of init. Returns 0, or -1 with errno.
 static inline int cposix_set_child_subreaper(void) { return (int)syscall(SYS_prctl, 36 /* PR_SET_CHILD_SUBREAPER */, 1UL, 0UL, 0UL, 0UL); }
+
+/// The calling thread's id (`gettid`), as `/proc/self/task` names it.
+static inline pid_t cposix_gettid(void) { return (pid_t)syscall(SYS_gettid); }
 
 /// `appbox run`: installs handlers for SIGINT, SIGTERM, SIGHUP and SIGQUIT that forward
 /// each signal sent by a process (not a terminal's, which reaches the program itself) to
@@ -176,5 +181,20 @@ int cposix_fanotify_mark(int group, int add, int ignore, const char *path);
 int cposix_fanotify_read(int group, int32_t *fds, int max);
 /// Answers the event of descriptor `fd`: allow, or deny (the access fails with EPERM).
 int cposix_fanotify_respond(int group, int32_t fd, int allow);
+
+// A futex word to sleep on until it changes (wait_word.c), for Posix's Condition.
+/// Two counters, zero-initialised: notifications so far, and threads about to sleep.
+typedef struct cposix_wait_word {
+  uint32_t count;
+  uint32_t waiters;
+} cposix_wait_word;
+/// The notifications so far (sequentially consistent load).
+uint32_t cposix_wait_word_load(cposix_wait_word *word);
+/// Sleeps while the count is still `seen`, at most `timeout_ns` nanoseconds (negative: no
+/// limit). Returns ETIMEDOUT when the time ran out, else 0 (notified, the count had moved
+/// on already, a signal, or a spurious wake-up: the caller checks its condition again).
+int cposix_wait_word_wait(cposix_wait_word *word, uint32_t seen, int64_t timeout_ns);
+/// Counts a notification and wakes every sleeper (no system call when none sleeps).
+void cposix_wait_word_notify_all(cposix_wait_word *word);
 
 #endif
