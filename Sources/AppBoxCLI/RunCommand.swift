@@ -55,14 +55,26 @@ enum RunCommand {
 
   /// Starts the program and waits for it; 127 when it is not found, 126 when it cannot be
   /// run, as a shell answers.
-  static func runProgram(_ plan: RunPlan, root: String, events: String?) -> Int32 {
+  /// - Parameter group: on a device, an open descriptor of the run's control group, which
+  ///   the program starts in (docs/architecture.md#app-confinement).
+  static func runProgram(_ plan: RunPlan, root: String, events: String?, group: Int32? = nil) -> Int32 {
     var environment = SandboxEnvironment.variables(root: root, base: ProcessInfo.processInfo.environment)
     environment[RunKeeper.variable] = nil
     environment["APPBOX_DEVICE_CONTROL"] = plan.allowDeviceControl ? Spawn.currentExecutable : nil
     environment["APPBOX_EVENTS"] = events
     let pid: pid_t
     do {
-      pid = try ProgramLaunch.start(plan.program[0], plan.program, environment: environment)
+      if let group {
+        pid = try ControlGroups.start(plan.program[0], plan.program, environment: environment, in: group)
+      } else {
+        pid = try ProgramLaunch.start(plan.program[0], plan.program, environment: environment)
+      }
+    } catch  where group != nil && (error == .accessDenied || error == .notPermitted) {
+      FileHandle.standardError.write(
+        Data(
+          "appbox: cannot start \(plan.program[0]) in its run's control group (\(error)): app confinement needs root; the program did not run\n"
+            .utf8))
+      return 126
     } catch {
       let notFound = error == .noEntry || error == .notDirectory
       let reason = notFound ? "command not found" : "\(error)"
