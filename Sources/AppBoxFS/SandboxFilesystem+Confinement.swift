@@ -13,10 +13,12 @@ import SandboxPolicy
 // container and its groups' containers; any other container is EPERM, whether it exists
 // or not. What is checked: the lookup of a name in a directory of containers (whose
 // entries the kernel never caches: their timeout is 0, so every path walk through one asks
-// here), the listing of those directories, and every request that names an item in a
-// container without an open handle (attributes, opens, creates, removals, renames,
-// links, extended attributes, `access`). Requests on open handles (read, write, readdir,
-// release…) are not: a descriptor is a capability, as on iOS. A request under
+// here), the listing of those directories, and every request that uses or changes an item
+// in a container without an open handle (opens, creates, removals, renames, links,
+// `setattr`, `readlink`, extended attributes, `access`). Not checked: `getattr` (the
+// kernel sends it for `fstat` of a descriptor without the handle, and answers `stat`
+// from its cache anyway: attributes of an item a program already holds) and requests on
+// open handles (read, write, readdir, release…): a descriptor is a capability, as on iOS. A request under
 // `Containers/` that comes with pid 0 (from another pid namespace, where the daemon
 // cannot tell who sent it) is refused on every device, run or not.
 

@@ -46,7 +46,6 @@ extension SandboxFilesystem {
   /// `stat` or an open's permission check retries, and finds the name gone or new).
   public func getattr(_ ctx: Caller, node: NodeID, handle: FileHandle?) throws(Errno) -> stat {
     let inode = inodes.inode(node)
-    if handle == nil { try checkReach(ctx, inode, "getattr") }
     if isPurged(inode) { throw .stale }
     return try Sys.fstat(inode.fd)
   }
