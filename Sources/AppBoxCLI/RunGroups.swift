@@ -26,10 +26,10 @@ final class RunGroups: RunMembership {
 
   /// One thread's answer, kept while its descriptor says it lives.
   private final class Record: Sendable {
-    let app: ContainerIdentifier?
+    let run: RunAccess?
     let thread: ThreadDescriptor
-    init(app: ContainerIdentifier?, thread: consuming ThreadDescriptor) {
-      self.app = app
+    init(run: RunAccess?, thread: consuming ThreadDescriptor) {
+      self.run = run
       self.thread = thread
     }
   }
@@ -38,7 +38,7 @@ final class RunGroups: RunMembership {
     /// The hierarchy's mountpoint, once found or mounted.
     var hierarchy: String?
     /// Each run's group (its path in the hierarchy, as `/proc/TID/cgroup` shows it) and app.
-    var runs: [[UInt8]: ContainerIdentifier] = [:]
+    var runs: [[UInt8]: RunAccess] = [:]
     var next = 1
     var records: [pid_t: Record] = [:]
   }
@@ -57,40 +57,40 @@ final class RunGroups: RunMembership {
 
   var hasRuns: Bool { runCount.load(ordering: .acquiring) > 0 }
 
-  func app(of tid: pid_t) throws(Errno) -> ContainerIdentifier? {
+  func run(of tid: pid_t) throws(Errno) -> RunAccess? {
     let known = state.withLock { $0.records[tid] }
-    if let known, !known.thread.hasExited { return known.app }
+    if let known, !known.thread.hasExited { return known.run }
     // Opened before the group is read: if the thread still lives after the read, the read
     // was about this thread, not a later one with its id.
     let thread = try ThreadDescriptor(thread: tid)
     let group = try ControlGroups.group(of: tid)
     if thread.hasExited { throw Errno(rawValue: ESRCH) }
-    let app = state.withLock { Self.app(of: group, in: $0.runs) }
-    let record = Record(app: app, thread: thread)
+    let run = state.withLock { Self.run(of: group, in: $0.runs) }
+    let record = Record(run: run, thread: thread)
     state.withLock { state in
       if state.records.count >= Self.recordLimit { state.records.removeAll() }
       state.records[tid] = record
     }
-    return app
+    return run
   }
 
-  /// The app of the run whose group is `group` or above it.
-  private static func app(of group: [UInt8], in runs: [[UInt8]: ContainerIdentifier]) -> ContainerIdentifier? {
-    if let app = runs[group] { return app }
+  /// The run whose group is `group` or above it.
+  private static func run(of group: [UInt8], in runs: [[UInt8]: RunAccess]) -> RunAccess? {
+    if let run = runs[group] { return run }
     var prefix = group
     while let slash = prefix.lastIndex(of: UInt8(ascii: "/")), slash > 0 {
       prefix.removeSubrange(slash...)
-      if let app = runs[prefix] { return app }
+      if let run = runs[prefix] { return run }
     }
     return nil
   }
 
-  /// Makes a new run's group for `app` (and, the first time, finds or mounts the
+  /// Makes a new run's group for `access`'s app (and, the first time, finds or mounts the
   /// hierarchy and makes the mount's directory); groups of earlier runs that are empty
   /// now are removed first.
   /// - Returns: the group's path, for the keeper to start the program in.
   /// - Throws: a message saying why confinement is not available here.
-  func newRun(_ app: ContainerIdentifier) throws(CLIError) -> String {
+  func newRun(_ access: RunAccess) throws(CLIError) -> String {
     removeEmptyGroups()
     let hierarchy = try self.hierarchy()
     let base = hierarchy + "/" + name
@@ -108,7 +108,7 @@ final class RunGroups: RunMembership {
       do throws(Errno) { try ControlGroups.makeGroup(hierarchy + group) } catch {
         throw CLIError(.unavailable, "cannot make the control group \(hierarchy + group): \(error)")
       }
-      state.runs[Array(group.utf8)] = app
+      state.runs[Array(group.utf8)] = access
       runCount.store(state.runs.count, ordering: .releasing)
       return hierarchy + group
     }

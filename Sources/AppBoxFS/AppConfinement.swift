@@ -14,10 +14,27 @@ public protocol RunMembership: Sendable {
   /// Whether any run is registered: while none is, no process is confined and nothing is
   /// looked up.
   var hasRuns: Bool { get }
-  /// The app thread `tid` runs as, nil when it is in no run.
+  /// The run thread `tid` is in, nil when it is in none.
   /// - Throws: when that cannot be told (its `/proc` entry cannot be read): the request is
   ///   refused.
-  func app(of tid: pid_t) throws(Errno) -> ContainerIdentifier?
+  func run(of tid: pid_t) throws(Errno) -> RunAccess?
+}
+
+/// What one run's program may reach: its app's container and its groups', fixed for the
+/// run's life (an app's groups never change while it is installed, and an app is not
+/// removed while a run of it lives). Made once per run (``SandboxFilesystem/access(for:)``),
+/// so a request checks a set it already has.
+public final class RunAccess: Sendable {
+  /// The app the run's program runs as.
+  public let app: ContainerIdentifier
+  /// The containers it may use.
+  public let reachable: Set<ContainerNumber>
+
+  /// The access of a run of `app` to `reachable`.
+  public init(app: ContainerIdentifier, reachable: Set<ContainerNumber>) {
+    self.app = app
+    self.reachable = reachable
+  }
 }
 
 /// A device's app confinement: the runs' membership, and counts of what it refused. Each

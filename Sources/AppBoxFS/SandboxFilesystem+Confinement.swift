@@ -54,13 +54,20 @@ extension SandboxFilesystem {
   ) throws(Errno) {
     if ctx.pid == 0 { try refuse(.noProcess, app: nil, container, operation, path) }
     guard let runs = confinement.membership, runs.hasRuns else { return }
-    let app: ContainerIdentifier?
-    do throws(Errno) { app = try runs.app(of: ctx.pid) } catch {
+    let run: RunAccess?
+    do throws(Errno) { run = try runs.run(of: ctx.pid) } catch {
       try refuse(.unverifiable, app: nil, container, operation, path)
     }
-    guard let app else { return }
-    if let container, device?.reachable(by: app).contains(container) == true { return }
-    try refuse(.otherContainer, app: app.name, container, operation, path)
+    guard let run else { return }
+    if let container, run.reachable.contains(container) { return }
+    try refuse(.otherContainer, app: run.app.name, container, operation, path)
+  }
+
+  /// What a run of `app` may reach (its container and its groups'); nil on a plain mount
+  /// or when `app` is not installed.
+  public func access(for app: ContainerIdentifier) -> RunAccess? {
+    guard let reachable = device?.reachable(by: app), !reachable.isEmpty else { return nil }
+    return RunAccess(app: app, reachable: reachable)
   }
 
   private func refuse(

@@ -13,7 +13,7 @@ import Testing
 
 /// Runs by thread id, as a table: a stand-in for the daemon's control groups.
 final class TableRuns: RunMembership {
-  let table = Mutex<[pid_t: ContainerIdentifier]>([:])
+  let table = Mutex<[pid_t: RunAccess]>([:])
   /// Threads whose run cannot be told (as a `/proc` entry that cannot be read).
   let unreadable = Mutex<Set<pid_t>>([])
   /// How many times a thread was looked up.
@@ -21,7 +21,7 @@ final class TableRuns: RunMembership {
 
   var hasRuns: Bool { !table.withLock { $0.isEmpty } }
 
-  func app(of tid: pid_t) throws(Errno) -> ContainerIdentifier? {
+  func run(of tid: pid_t) throws(Errno) -> RunAccess? {
     asked.add(1, ordering: .relaxed)
     if unreadable.withLock({ $0.contains(tid) }) { throw Errno(rawValue: ESRCH) }
     return table.withLock { $0[tid] }
@@ -59,7 +59,8 @@ struct ConfinementTests {
     }
     try box.writeFile(Sandbox.group(shared) + "/f", Array("shared".utf8))
     try box.writeFile(Sandbox.group(otherGroup) + "/f", Array("other".utf8))
-    runs.table.withLock { $0[confinedTID] = Sandbox.id(widget) }
+    let access = try #require(box.fs.access(for: Sandbox.id(widget)))
+    runs.table.withLock { $0[confinedTID] = access }
     return (box, runs)
   }
 
