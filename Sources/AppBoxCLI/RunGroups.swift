@@ -1,4 +1,5 @@
 import AppBoxFS
+import Foundation
 import Posix
 import SandboxPolicy
 import Synchronization
@@ -24,13 +25,19 @@ final class RunGroups: RunMembership {
   /// Where the daemon mounts the unified hierarchy when none is mounted (root only).
   static let hierarchyMountpoint = "/run/appbox/cgroup2"
 
-  /// One thread's answer, kept while its descriptor says it lives.
+  /// One thread's answer, kept until its descriptor says it has exited.
   private final class Record: Sendable {
     let run: RunAccess?
     let thread: ThreadDescriptor
-    init(run: RunAccess?, thread: consuming ThreadDescriptor) {
+    let tid: pid_t
+    let key: UInt64
+    /// Set by the watcher once the thread has exited.
+    let exited = Atomic<Bool>(false)
+    init(run: RunAccess?, thread: consuming ThreadDescriptor, tid: pid_t, key: UInt64) {
       self.run = run
       self.thread = thread
+      self.tid = tid
+      self.key = key
     }
   }
 
@@ -41,6 +48,10 @@ final class RunGroups: RunMembership {
     var runs: [[UInt8]: RunAccess] = [:]
     var next = 1
     var records: [pid_t: Record] = [:]
+    /// The same records by key, for the watcher.
+    var byKey: [UInt64: Record] = [:]
+    var nextKey: UInt64 = 1
+    var watching = false
   }
 
   /// Lock order: a leaf. Held across no syscall but a group's `mkdir` and the `close` of
@@ -52,26 +63,79 @@ final class RunGroups: RunMembership {
   /// descriptor).
   static let recordLimit = 256
 
+  /// Learns of exited threads (nil when no epoll set could be made: then each hit polls
+  /// its thread's descriptor).
+  private let exits: ThreadExitWatch?
+  /// Whether the watcher's epoll set failed.
+  private let watchFailed = Atomic<Bool>(false)
+
   /// The runs of the mount with log id `mountID`.
-  init(mountID: String) { name = "appbox/\(mountID)" }
+  init(mountID: String) {
+    name = "appbox/\(mountID)"
+    exits = try? ThreadExitWatch()  // absent: the slower, equally exact poll per request
+  }
 
   var hasRuns: Bool { runCount.load(ordering: .acquiring) > 0 }
 
   func run(of tid: pid_t) throws(Errno) -> RunAccess? {
     let known = state.withLock { $0.records[tid] }
-    if let known, !known.thread.hasExited { return known.run }
+    if let known {
+      let exited =
+        exits == nil || watchFailed.load(ordering: .acquiring)
+        ? known.thread.hasExited : known.exited.load(ordering: .acquiring)
+      if !exited { return known.run }
+    }
     // Opened before the group is read: if the thread still lives after the read, the read
     // was about this thread, not a later one with its id.
     let thread = try ThreadDescriptor(thread: tid)
     let group = try ControlGroups.group(of: tid)
     if thread.hasExited { throw Errno(rawValue: ESRCH) }
-    let run = state.withLock { Self.run(of: group, in: $0.runs) }
-    let record = Record(run: run, thread: thread)
-    state.withLock { state in
-      if state.records.count >= Self.recordLimit { state.records.removeAll() }
-      state.records[tid] = record
+    let (run, key, startWatcher) = state.withLock { state in
+      let key = state.nextKey
+      state.nextKey += 1
+      defer { state.watching = true }
+      return (Self.run(of: group, in: state.runs), key, !state.watching && exits != nil)
     }
+    let record = Record(run: run, thread: thread, tid: tid, key: key)
+    if let exits {
+      // Watched before it is found: an exit from now on marks it (one that came already is
+      // reported at once).
+      try exits.watch(record.thread, key: key)
+    }
+    state.withLock { state in
+      if state.records.count >= Self.recordLimit {
+        state.records.removeAll()
+        state.byKey.removeAll()
+      }
+      state.records[tid] = record
+      state.byKey[key] = record
+    }
+    if startWatcher { startWatching() }
     return run
+  }
+
+  /// Starts the thread that marks records whose thread has exited and forgets them.
+  private func startWatching() {
+    guard let exits else { return }
+    let thread = Thread { [self] in
+      while true {
+        let keys = exits.waitForExits()
+        if keys.isEmpty {
+          // The set failed: every hit polls its thread's descriptor from now on.
+          watchFailed.store(true, ordering: .releasing)
+          return
+        }
+        state.withLock { state in
+          for key in keys {
+            guard let record = state.byKey.removeValue(forKey: key) else { continue }
+            record.exited.store(true, ordering: .releasing)
+            if state.records[record.tid] === record { state.records[record.tid] = nil }
+          }
+        }
+      }
+    }
+    thread.name = "appbox-run-exits"
+    thread.start()
   }
 
   /// The run whose group is `group` or above it.

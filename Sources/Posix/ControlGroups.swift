@@ -129,3 +129,38 @@ public struct ThreadDescriptor: ~Copyable, Sendable {
 
   deinit { Sys.close(fd) }
 }
+
+/// An epoll set of ``ThreadDescriptor``s that tells which threads have exited: the
+/// daemon's run records learn of an exit from one thread that waits here, so that a request
+/// checks a flag instead of polling its thread's descriptor.
+public final class ThreadExitWatch: Sendable {
+  private let epoll: Int32
+
+  /// A new, empty set.
+  /// - Throws: `epoll_create1`'s error.
+  public init() throws(Errno) {
+    let fd = cposix_epoll_create()
+    guard fd >= 0 else { throw Errno.current }
+    epoll = fd
+  }
+
+  deinit { Sys.close(epoll) }
+
+  /// Watches `thread` (until its descriptor is closed); ``waitForExits()`` returns `key`
+  /// once it has exited (at once if it has).
+  /// - Throws: `epoll_ctl`'s error.
+  public func watch(_ thread: borrowing ThreadDescriptor, key: UInt64) throws(Errno) {
+    guard cposix_epoll_watch_once(epoll, thread.fd, key) == 0 else { throw Errno.current }
+  }
+
+  /// Waits until at least one watched thread has exited.
+  /// - Returns: the keys of those that have (each once).
+  public func waitForExits() -> [UInt64] {
+    var keys = [UInt64](repeating: 0, count: 64)
+    while true {
+      let count = cposix_epoll_wait_keys(epoll, &keys, Int32(keys.count))
+      if count > 0 { return Array(keys[..<Int(count)]) }
+      if count < 0 && errno != EINTR { return [] }
+    }
+  }
+}

@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
+#include <sys/epoll.h>
 #include <sys/file.h>
 #include <sys/mount.h>
 #include <sys/fsuid.h>
@@ -173,6 +174,21 @@ int cposix_spawn_into_cgroup(const char *program, char *const argv[], char *cons
 /// pidfd_open(2) with PIDFD_THREAD (Linux >= 6.9): a descriptor of thread `tid` alone,
 /// readable once that thread has exited.
 static inline int cposix_pidfd_open_thread(pid_t tid) { return (int)syscall(SYS_pidfd_open, tid, O_EXCL); }
+/// An epoll set (close-on-exec) of descriptors watched once each for readability, named
+/// by a key (epoll_event is packed, which Swift does not import well).
+static inline int cposix_epoll_create(void) { return epoll_create1(EPOLL_CLOEXEC); }
+static inline int cposix_epoll_watch_once(int epoll, int fd, uint64_t key) {
+  struct epoll_event event = {.events = EPOLLIN | EPOLLONESHOT, .data = {.u64 = key}};
+  return epoll_ctl(epoll, EPOLL_CTL_ADD, fd, &event);
+}
+/// Waits for at least one event; writes up to `capacity` keys. Returns their count or -1.
+static inline int cposix_epoll_wait_keys(int epoll, uint64_t *keys, int capacity) {
+  struct epoll_event events[64];
+  if (capacity > 64) capacity = 64;
+  int count = epoll_wait(epoll, events, capacity, -1);
+  for (int i = 0; i < count; i++) keys[i] = events[i].data.u64;
+  return count;
+}
 /// mount(2) of a cgroup v2 hierarchy at `target`.
 static inline int cposix_mount_cgroup2(const char *target) { return mount("none", target, "cgroup2", 0, NULL); }
 
