@@ -109,6 +109,20 @@ struct ConfinementMountTests {
     #expect(events.contains("\"type\":\"confinement\"") && events.contains("\"app\":\"\(Self.b)\""))
   }
 
+  @Test("a device whose daemon cannot make control groups (not root) refuses --app (69); the program does not run")
+  func unavailableRefuses() throws {
+    let uid: uid_t = 65534  // nobody: fusermount3 needs a user name
+    let mount = try OtherUsersMount(uid: uid, arguments: ["--device"])
+    let installed = try OtherUser.run(uid, [Command.appbox, "app", "install", mount.mountpoint, Self.a])
+    try #require(installed.status == 0, "app install: \(installed.error)")
+    let marker = mount.root + "/ran"
+    let run = try OtherUser.run(
+      uid, [Command.appbox, "run", mount.mountpoint, "--app", Self.a, "--", "/usr/bin/touch", marker])
+    #expect(run.status == 69, "\(run.status): \(run.error)")
+    #expect(run.error.contains("app confinement needs"), "\(run.error)")
+    #expect(!FileManager.default.fileExists(atPath: marker), "the program ran unconfined")
+  }
+
   @Test("the run's group is the daemon's: a program that is not root can neither leave it nor move in another")
   func cannotLeave() throws {
     let fixture = try MountFixture(arguments: ["--device"])
