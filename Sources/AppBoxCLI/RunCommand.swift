@@ -28,8 +28,11 @@ enum RunCommand {
 
       appbox run MOUNTPOINT --app BUNDLE-ID -- PROGRAM: on a device mount (appbox mount
       --device), runs PROGRAM as the installed app BUNDLE-ID: the container root above is
-      its container, MOUNTPOINT/Containers/Data/Application/BUNDLE-ID. The app cannot be
-      removed while the run goes on. A device mount needs --app; a plain one refuses it.
+      its container, MOUNTPOINT/Containers/Data/Application/BUNDLE-ID. PROGRAM and all it
+      starts get EPERM for any other container than the app's and its App Groups' (a
+      cgroup v2 group per run: the mount's daemon must run as root, else 69). The app
+      cannot be removed while the run goes on. A device mount needs --app; a plain one
+      refuses it.
     """
 
   /// Runs the command and exits the process with the program's status: mounts (or finds
