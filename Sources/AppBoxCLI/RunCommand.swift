@@ -72,10 +72,13 @@ enum RunCommand {
       } else {
         pid = try ProgramLaunch.start(plan.program[0], plan.program, environment: environment)
       }
-    } catch  where group != nil && (error == .accessDenied || error == .notPermitted) {
+    } catch  where group != nil && (error == .accessDenied || error == .notPermitted || error == .notImplemented) {
+      let why =
+        error == .notImplemented
+        ? "clone3 is not available here (a seccomp filter: a container needs CAP_SYS_ADMIN)" : "it needs root"
       FileHandle.standardError.write(
         Data(
-          "appbox: cannot start \(plan.program[0]) in its run's control group (\(error)): app confinement needs root; the program did not run\n"
+          "appbox: cannot start \(plan.program[0]) in its run's control group (\(error)): app confinement: \(why); the program did not run\n"
             .utf8))
       return 126
     } catch {
