@@ -23,6 +23,7 @@ let examples: [(directory: String, name: String)] = [
   ("DocumentStore", "appbox-example-document-store"), ("ImageCache", "appbox-example-image-cache"),
   ("CacheCleaner", "appbox-example-cache-cleaner"), ("Downloads", "appbox-example-downloads"),
   ("CapacityCheck", "appbox-example-capacity-check"), ("ProtectedSecret", "appbox-example-protected-secret"),
+  ("TimelineApp", "appbox-example-timeline-app"), ("TimelineWidget", "appbox-example-timeline-widget"),
 ]
 
 // AppBoxReport (pure Swift) turns event logs into the reports and experiment pages.

@@ -45,7 +45,14 @@ extension ControlServer {
         do throws(Errno) { try appRuns.register(ids[0], peer: peer) } catch {
           return Self.error("cannot register the run of process \(peer): \(error)", code: .osError)
         }
-        return "{\"ok\":true}"
+        guard let runGroups, let access = filesystem.access(for: ids[0]) else {
+          return Self.error("this mount's daemon confines no app runs", code: .unavailable)
+        }
+        do throws(CLIError) {
+          return "{\"ok\":true,\"cgroup\":\(JSONText.quoted(try runGroups.newRun(access)))}"
+        } catch {
+          return Self.error(error.message, code: error.code)
+        }
       }
     default:
       return Self.error("bad app request: \(verb) \(words.joined(separator: " ").prefix(200))")

@@ -48,10 +48,15 @@ final class ControlServer: Sendable {
   /// descriptors are back.
   static let maximumBackOff = 0.8
 
-  init(path: String, filesystem: SandboxFilesystem, mountpoint: String) throws(Errno) {
+  /// A device's runs of `appbox run --app`, each confined to its app's containers; nil on
+  /// a plain mount.
+  let runGroups: RunGroups?
+
+  init(path: String, filesystem: SandboxFilesystem, mountpoint: String, runGroups: RunGroups? = nil) throws(Errno) {
     listener = try UnixSocket.listen(at: path)
     self.filesystem = filesystem
     self.mountpoint = mountpoint
+    self.runGroups = runGroups
   }
 
   /// Accepts connections on a thread of its own until the process ends.

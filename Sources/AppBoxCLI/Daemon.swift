@@ -11,6 +11,7 @@ struct Daemon {
   func run() throws(CLIError) -> ExitCode {
     let session: FuseSession
     let filesystem: SandboxFilesystem
+    let runGroups: RunGroups?
     var configuration = FuseConfiguration()
     configuration.passthrough = request.passthrough
     configuration.busyPollMicroseconds =
@@ -24,7 +25,7 @@ struct Daemon {
       configuration.ioUringRefusal = "-o auto_unmount needs /dev/fuse: fusermount3 unmounts only on ENOTCONN"
     }
     do {
-      (session, filesystem) = try start(configuration)
+      (session, filesystem, runGroups) = try start(configuration)
     } catch {
       guard let fd = request.readyFD else { throw error }
       // The parent prints the message (once) and exits with its code.
@@ -40,6 +41,7 @@ struct Daemon {
     }
     filesystem.unmounted()
     session.unmount()
+    runGroups?.finish()
     Self.remove(files.pid)
     Self.remove(files.socket)
     switch session.initialization {
@@ -58,7 +60,9 @@ struct Daemon {
   }
 
   /// Sets up the filesystem and the session, and mounts.
-  private func start(_ configuration: FuseConfiguration) throws(CLIError) -> (FuseSession, SandboxFilesystem) {
+  private func start(_ configuration: FuseConfiguration) throws(CLIError) -> (
+    FuseSession, SandboxFilesystem, RunGroups?
+  ) {
     // Modes are created as given: a request's umask is set on its worker thread alone
     // (Caller.asCreator).
     Sys.umask(0)
@@ -78,6 +82,7 @@ struct Daemon {
     // This mount's own event log, named by its id (earlier mounts' logs stay beside it).
     let log = try EventLogDirectory(path: files.eventLogs, owner: Sys.effectiveUID).createLog()
     let filesystem: SandboxFilesystem
+    let runGroups = request.sandbox.device ? RunGroups(mountID: log.id) : nil
     do throws(SandboxSetupError) {
       var options = request.sandbox
       options.eventsPath = log.path
@@ -85,7 +90,7 @@ struct Daemon {
       options.eventLogLimits.segmentBytes = EventLogDirectory.segmentBytes
       filesystem = try SandboxFilesystem(
         backingDirectory: backing, configuration: configuration.timeouts, options: options, driver: FuseDriver(),
-        indexProgress: indexProgress().report)
+        indexProgress: indexProgress().report, runs: runGroups)
     } catch {
       switch error {
       case .system(let errno):
@@ -111,7 +116,10 @@ struct Daemon {
       throw CLIError(.usage, "\(error)")
     }
     do {
-      try ControlServer(path: files.socket, filesystem: filesystem, mountpoint: request.mountpoint).start()
+      try ControlServer(
+        path: files.socket, filesystem: filesystem, mountpoint: request.mountpoint, runGroups: runGroups
+      )
+      .start()
     } catch {
       throw CLIError(.osError, "cannot create the control socket \(files.socket): \(error)")
     }
@@ -129,7 +137,7 @@ struct Daemon {
         "the kernel refused to mount on \(request.mountpoint) (see the message above; allow_other without root needs user_allow_other in /etc/fuse.conf)"
       )
     }
-    return (session, filesystem)
+    return (session, filesystem, runGroups)
   }
 
   /// Where the index's progress goes: through the readiness pipe to the `appbox mount`

@@ -28,8 +28,11 @@ enum RunCommand {
 
       appbox run MOUNTPOINT --app BUNDLE-ID -- PROGRAM: on a device mount (appbox mount
       --device), runs PROGRAM as the installed app BUNDLE-ID: the container root above is
-      its container, MOUNTPOINT/Containers/Data/Application/BUNDLE-ID. The app cannot be
-      removed while the run goes on. A device mount needs --app; a plain one refuses it.
+      its container, MOUNTPOINT/Containers/Data/Application/BUNDLE-ID. PROGRAM and all it
+      starts get EPERM for any other container than the app's and its App Groups' (a
+      cgroup v2 group per run: the mount's daemon must run as root, else 69). The app
+      cannot be removed while the run goes on. A device mount needs --app; a plain one
+      refuses it.
     """
 
   /// Runs the command and exits the process with the program's status: mounts (or finds
@@ -55,14 +58,29 @@ enum RunCommand {
 
   /// Starts the program and waits for it; 127 when it is not found, 126 when it cannot be
   /// run, as a shell answers.
-  static func runProgram(_ plan: RunPlan, root: String, events: String?) -> Int32 {
+  /// - Parameter group: on a device, an open descriptor of the run's control group, which
+  ///   the program starts in (docs/architecture.md#app-confinement).
+  static func runProgram(_ plan: RunPlan, root: String, events: String?, group: Int32? = nil) -> Int32 {
     var environment = SandboxEnvironment.variables(root: root, base: ProcessInfo.processInfo.environment)
     environment[RunKeeper.variable] = nil
     environment["APPBOX_DEVICE_CONTROL"] = plan.allowDeviceControl ? Spawn.currentExecutable : nil
     environment["APPBOX_EVENTS"] = events
     let pid: pid_t
     do {
-      pid = try ProgramLaunch.start(plan.program[0], plan.program, environment: environment)
+      if let group {
+        pid = try ControlGroups.start(plan.program[0], plan.program, environment: environment, in: group)
+      } else {
+        pid = try ProgramLaunch.start(plan.program[0], plan.program, environment: environment)
+      }
+    } catch  where group != nil && (error == .accessDenied || error == .notPermitted || error == .notImplemented) {
+      let why =
+        error == .notImplemented
+        ? "clone3 is not available here (a seccomp filter: a container needs CAP_SYS_ADMIN)" : "it needs root"
+      FileHandle.standardError.write(
+        Data(
+          "appbox: cannot start \(plan.program[0]) in its run's control group (\(error)): app confinement: \(why); the program did not run\n"
+            .utf8))
+      return 126
     } catch {
       let notFound = error == .noEntry || error == .notDirectory
       let reason = notFound ? "command not found" : "\(error)"

@@ -149,15 +149,29 @@ enum RunKeeper {
           FileHandle.standardError.write(Data("appbox: \(error.message); APPBOX_EVENTS is not set\n".utf8))
         }
       }
+      var group: Int32?
       if let app = plan.app {
-        // The daemon keeps the app installed while this keeper (the program's tree) lives.
+        // The daemon keeps the app installed while this keeper (the program's tree) lives,
+        // and makes the run's control group, which confines the program to the app's
+        // containers.
+        let reply: String
         do throws(CLIError) {
-          _ = try ControlClient.send("app-run \(app)", to: try ControlClient.target(mountpoint))
+          reply = try ControlClient.send("app-run \(app)", to: try ControlClient.target(mountpoint))
         } catch {
           throw CLIError(error.code, "cannot run as \(app): \(error.message); the program did not run")
         }
+        guard let path = ControlClient.object(reply)["cgroup"] as? String else {
+          throw CLIError(
+            .unavailable,
+            "cannot run as \(app): the daemon of \(mountpoint) made no control group for the run (an older appbox's daemon: remount); the program did not run"
+          )
+        }
+        do throws(Errno) { group = try Sys.open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC) } catch {
+          throw CLIError(.unavailable, "cannot open the run's control group \(path): \(error); the program did not run")
+        }
       }
-      status = RunCommand.runProgram(plan, root: plan.containerRoot(mountpoint), events: events)
+      status = RunCommand.runProgram(plan, root: plan.containerRoot(mountpoint), events: events, group: group)
+      if let group { Sys.close(group) }
     } catch {
       ReadinessPipe.send("error \(error.code.rawValue)\n\(error.message)\n", to: statusFD)
       exit(error.code.rawValue)

@@ -21,11 +21,13 @@ public enum AppBoxEvent: Sendable, Hashable, Codable {
   case state(DeviceStateEvent)
   /// A stored class that cannot be used, counted as `complete` (`unreadableClass`).
   case unreadableClass(UnreadableClassEvent)
+  /// A request a device's app confinement refused (`confinement`).
+  case confinement(ConfinementEvent)
 
   /// Every `type` this version reads, in the order above.
   public static let typeNames = [
     "log", "rotate", "usage", "containerUsage", "capacity", "purge", "recreated", "missed", "refusal", "state",
-    "unreadableClass",
+    "unreadableClass", "confinement",
   ]
 
   /// The line's `type`.
@@ -41,6 +43,7 @@ public enum AppBoxEvent: Sendable, Hashable, Codable {
     case .refusal: "refusal"
     case .state: "state"
     case .unreadableClass: "unreadableClass"
+    case .confinement: "confinement"
     }
   }
 
@@ -57,6 +60,7 @@ public enum AppBoxEvent: Sendable, Hashable, Codable {
     case .refusal(let refusal): refusal.time
     case .state(let state): state.time
     case .unreadableClass(let event): event.time
+    case .confinement(let event): event.time
     }
   }
 
@@ -81,6 +85,7 @@ public enum AppBoxEvent: Sendable, Hashable, Codable {
     case .refusal(let refusal): refusal
     case .state(let state): state
     case .unreadableClass(let event): event
+    case .confinement(let event): event
     }
   }
 
@@ -103,6 +108,7 @@ public enum AppBoxEvent: Sendable, Hashable, Codable {
     case "refusal": self = .refusal(try ProtectionEvent(from: decoder))
     case "state": self = .state(try DeviceStateEvent(from: decoder))
     case "unreadableClass": self = .unreadableClass(try UnreadableClassEvent(from: decoder))
+    case "confinement": self = .confinement(try ConfinementEvent(from: decoder))
     default: throw EventLineError.unknownType(type)
     }
   }

@@ -132,3 +132,18 @@ final class DeviceContainers: Sendable {
     return try apps.remove(app)
   }
 }
+
+extension DeviceContainers {
+  /// The containers a program running as `app` may use: its own and its groups'. Empty
+  /// when `app` is not installed.
+  func reachable(by app: ContainerIdentifier) -> Set<ContainerNumber> {
+    state.withLock { state in
+      guard let own = state.numbers[.app]![app] else { return [] }
+      var numbers: Set<ContainerNumber> = [own]
+      for group in state.apps.apps[app] ?? [] {
+        if let number = state.numbers[.group]![group] { numbers.insert(number) }
+      }
+      return numbers
+    }
+  }
+}

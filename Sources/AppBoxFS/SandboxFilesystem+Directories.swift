@@ -24,6 +24,8 @@ extension SandboxFilesystem {
   /// `opendir`.
   public func opendir(_ ctx: Caller, node: NodeID, flags: Int32) throws(Errno) -> OpenedFile {
     let directory = inodes.inode(node)
+    try checkReach(ctx, directory, "opendir")
+    try checkListing(ctx, directory)
     let fd = try withDescriptors { () throws(Errno) -> Int32 in
       try Sys.reopen(directory.fd, flags: O_RDONLY | O_DIRECTORY | O_CLOEXEC | accessTimeFlag)
     }

@@ -169,6 +169,7 @@ extension SandboxFilesystem {
   /// the kernel looked it up: the kernel looks the name up again and retries).
   public func open(_ ctx: Caller, node: NodeID, flags: Int32) throws(Errno) -> OpenedFile {
     let inode = inodes.inode(node)
+    try checkReach(ctx, inode, "open")
     if flags & O_ACCMODE != O_RDONLY || flags & O_TRUNC != 0 { try checkChangeable(inode) }
     if inode.isRegularFile { try check(.openExisting, inode) }
     try pin(inode)
@@ -195,6 +196,7 @@ extension SandboxFilesystem {
     throws(Errno) -> (Entry, OpenedFile)
   {
     let directory = inodes.inode(parent)
+    try checkReach(ctx, directory, "create")
     let exclusive = flags & O_EXCL != 0
     let inherited = protectionClass(of: directory)
     // A name that a purge removes between the attempts below is created afresh.

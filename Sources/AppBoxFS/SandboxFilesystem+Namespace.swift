@@ -20,6 +20,7 @@ extension SandboxFilesystem {
     throws(Errno) -> Entry
   {
     let directory = inodes.inode(parent)
+    try checkReach(ctx, directory, "mknod")
     try checkCanCreate(in: directory)
     let isRegular = mode & S_IFMT == S_IFREG
     let inherited = protectionClass(of: directory)
@@ -36,6 +37,7 @@ extension SandboxFilesystem {
     -> Entry
   {
     let directory = inodes.inode(parent)
+    try checkReach(ctx, directory, "mkdir")
     try checkCanCreate(in: directory)
     let reservation = try reserveAll(AllocationBlocks.size, area: directory.area)  // its own block
     let room = try reserveRoom(in: directory)
@@ -49,6 +51,7 @@ extension SandboxFilesystem {
     throws(Errno) -> Entry
   {
     let directory = inodes.inode(parent)
+    try checkReach(ctx, directory, "symlink")
     try checkCanCreate(in: directory)
     let room = try reserveRoom(in: directory)
     try ctx.asCaller { () throws(Errno) in try Sys.symlinkat(target.cString, directory.fd, name.cString) }
@@ -121,6 +124,7 @@ extension SandboxFilesystem {
   /// `unlink`.
   public func unlink(_ ctx: Caller, parent: NodeID, name: FileName) throws(Errno) {
     let directory = inodes.inode(parent)
+    try checkReach(ctx, directory, "unlink")
     try checkCanRemove(name, in: directory)
     let st = try Sys.fstatat(directory.fd, name.cString, AT_SYMLINK_NOFOLLOW)
     let held = inodes.existing(backingInode: UInt64(st.st_ino))  // before its number is free again
@@ -132,6 +136,7 @@ extension SandboxFilesystem {
   /// `rmdir`.
   public func rmdir(_ ctx: Caller, parent: NodeID, name: FileName) throws(Errno) {
     let directory = inodes.inode(parent)
+    try checkReach(ctx, directory, "rmdir")
     try checkCanRemove(name, in: directory)
     let st = try Sys.fstatat(directory.fd, name.cString, AT_SYMLINK_NOFOLLOW)
     let held = inodes.existing(backingInode: UInt64(st.st_ino))  // before its number is free again
@@ -147,6 +152,8 @@ extension SandboxFilesystem {
   ) throws(Errno) {
     let from = inodes.inode(parent)
     let to = inodes.inode(newParent)
+    try checkReach(ctx, from, "rename")
+    try checkReach(ctx, to, "rename")
     try checkCanRemove(name, in: from)
     try checkCanRemove(newName, in: to)
     try checkCanCreate(in: to)
@@ -198,6 +205,8 @@ extension SandboxFilesystem {
   {
     let inode = inodes.inode(node)
     let directory = inodes.inode(newParent)
+    try checkReach(ctx, inode, "link")
+    try checkReach(ctx, directory, "link")
     try checkCanCreate(in: directory)
     try checkChangeable(inode)
     try checkSameContainer(inode, directory)

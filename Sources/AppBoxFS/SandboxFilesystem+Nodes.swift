@@ -17,14 +17,18 @@ extension SandboxFilesystem {
     let dots = Self.dots(name)
     if dots.dot { return try lookupHandle(parent) }
     let directory = inodes.inode(parent)
+    try checkReach(ctx, directory, "lookup")
     if dots.dotDot { return try lookupParent(of: directory) }
+    try checkReach(ctx, lookingUp: name, in: directory)
     do throws(Errno) {
       return try lookupEntry(in: directory, name: name)
     } catch  where error == .noEntry {
       if directory.domain.isPurgeable { notePurgeCost(.missed, name, in: directory) }
+      // No negative entry in a directory of containers: a later lookup of the name asks
+      // here again (the app confinement decides every one).
       return Entry(
-        node: NodeID(rawValue: 0), attributes: stat(), entryTimeout: configuration.entryTimeout,
-        attributeTimeout: 0)
+        node: NodeID(rawValue: 0), attributes: stat(),
+        entryTimeout: isDirectoryOfContainers(directory) ? 0 : configuration.entryTimeout, attributeTimeout: 0)
     }
   }
 
@@ -53,6 +57,7 @@ extension SandboxFilesystem {
     _ ctx: Caller, node: NodeID, attributes: stat, fields: SetAttributes, handle: FileHandle?
   ) throws(Errno) -> stat {
     let inode = inodes.inode(node)
+    if handle == nil { try checkReach(ctx, inode, "setattr") }
     try checkChangeable(inode)
     let openFD = handle.map { Int32(truncatingIfNeeded: $0.rawValue) }
     if fields.contains(.mode) {
@@ -97,12 +102,16 @@ extension SandboxFilesystem {
 
   /// `readlink`.
   public func readlink(_ ctx: Caller, node: NodeID) throws(Errno) -> [UInt8] {
-    try Sys.readlink(inodes.inode(node).fd)
+    let inode = inodes.inode(node)
+    try checkReach(ctx, inode, "readlink")
+    return try Sys.readlink(inode.fd)
   }
 
   /// `access`: checked with the caller's filesystem credentials (`AT_EACCESS` uses them).
   public func access(_ ctx: Caller, node: NodeID, mask: Int32) throws(Errno) {
-    let fd = inodes.inode(node).fd
+    let inode = inodes.inode(node)
+    try checkReach(ctx, inode, "access")
+    let fd = inode.fd
     try ctx.asCaller { () throws(Errno) in try Sys.access(fd, mask) }
   }
 

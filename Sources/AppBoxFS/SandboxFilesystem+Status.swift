@@ -116,6 +116,7 @@ extension SandboxFilesystem {
     return [
       ("device", "true"), ("deviceUsed", String(ledger.usage(of: .top))),
       ("containers", "[" + items.joined(separator: ",") + "]"),
+      ("confinement", confinementJSON()),
     ]
   }
 }

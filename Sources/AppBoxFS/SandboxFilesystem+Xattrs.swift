@@ -58,6 +58,7 @@ extension SandboxFilesystem {
     _ ctx: Caller, node: NodeID, name: FileName, value: UnsafeRawBufferPointer, flags: Int32
   ) throws(Errno) {
     let inode = inodes.inode(node)
+    try checkReach(ctx, inode, "setxattr")
     try checkChangeable(inode)
     if let attribute = AppBoxAttribute(name: name) {
       // Reserves nothing: a value that may be refused must not purge first, and a class
@@ -80,6 +81,7 @@ extension SandboxFilesystem {
   /// `getxattr`.
   public func getxattr(_ ctx: Caller, node: NodeID, name: FileName) throws(Errno) -> [UInt8] {
     let inode = inodes.inode(node)
+    try checkReach(ctx, inode, "getxattr")
     if let attribute = AppBoxAttribute(name: name) { return try own(attribute, of: inode) }
     return try withBackingXattrName(name) { (p) throws(Errno) -> [UInt8] in try Xattr.value(inode.fd, p) }
   }
@@ -89,6 +91,7 @@ extension SandboxFilesystem {
   /// read-only attributes. So the list is exactly what programs set.
   public func listxattr(_ ctx: Caller, node: NodeID) throws(Errno) -> [UInt8] {
     let inode = inodes.inode(node)
+    try checkReach(ctx, inode, "listxattr")
     var list: [UInt8] = []
     for name in try Xattr.names(inode.fd) {
       let shown = XattrNameMapping.mountName(forBackingName: name)
@@ -108,6 +111,7 @@ extension SandboxFilesystem {
   /// `removexattr`; the block an attribute had may be freed, so the change is measured.
   public func removexattr(_ ctx: Caller, node: NodeID, name: FileName) throws(Errno) {
     let inode = inodes.inode(node)
+    try checkReach(ctx, inode, "removexattr")
     try checkChangeable(inode)
     if let attribute = AppBoxAttribute(name: name) {
       return try changingAttributes(inode, valueBytes: 0) { () throws(Errno) in try removeOwn(attribute, of: inode) }

@@ -39,6 +39,8 @@ public final class SandboxFilesystem: Filesystem {
   let layoutInodes: Mutex<[UInt64: Inode.Place]>
   /// A device mount's containers; nil on a plain mount.
   let device: DeviceContainers?
+  /// Which containers each process may reach (a device's app confinement).
+  let confinement: AppConfinement
   /// A readable descriptor of the backing root, for opening backing files by handle
   /// (the kernel does not take an `O_PATH` one there); -1 where that is not allowed.
   let handleMountFD: Int32
@@ -93,6 +95,9 @@ public final class SandboxFilesystem: Filesystem {
   ///   - driver: what serves the filesystem (`FuseDriver` on a mount).
   ///   - indexProgress: told how far the index has got, every few thousand entries and
   ///     once at the end (a million files take seconds).
+  ///   - runs: on a device, which app each process runs as (the daemon's runs of `appbox
+  ///     run --app`): a program of a run may reach only its app's containers
+  ///     (docs/architecture.md#app-confinement). Nil: no process is confined.
   /// - Throws: ``SandboxSetupError``: ``SandboxSetupError/system(_:)`` when the backing
   ///   directory cannot be opened or the layout cannot be created (e.g. a fixed name exists
   ///   but is not a directory), EINVAL when it holds another kind of sandbox or a device's
@@ -101,7 +106,7 @@ public final class SandboxFilesystem: Filesystem {
   ///   (nothing is changed then).
   public init(
     backingDirectory: String, configuration: CacheTimeouts, options: SandboxOptions, driver: any FilesystemDriver,
-    indexProgress: (@Sendable (IndexProgress) -> Void)? = nil
+    indexProgress: (@Sendable (IndexProgress) -> Void)? = nil, runs: (any RunMembership)? = nil
   ) throws(SandboxSetupError) {
     let rootFD: Int32
     let rootStat: stat
@@ -156,6 +161,7 @@ public final class SandboxFilesystem: Filesystem {
     storage = StorageState(ledger: ledger, catalog: catalog, waterMarks: options.waterMarks)
     protection = ProtectionState(options: options)
     events = EventLog(path: options.eventsPath, id: options.eventLogID, limits: options.eventLogLimits)
+    confinement = AppConfinement(membership: device == nil ? nil : runs)
   }
 
   /// Creates every fixed directory that is missing; refuses a fixed name that is not a
@@ -259,7 +265,8 @@ public final class SandboxFilesystem: Filesystem {
   func entry(_ inode: Inode, _ attributes: stat) -> Entry {
     Entry(
       node: inodes.node(inode), attributes: attributes,
-      entryTimeout: inodes.count > descriptorBudget ? 0 : configuration.entryTimeout,
+      entryTimeout: inodes.count > descriptorBudget || (device != nil && inode.isContainerRoot)
+        ? 0 : configuration.entryTimeout,
       attributeTimeout: configuration.attributeTimeout(for: attributes),
       generation: inode === inodes.root ? 0 : generation)
   }
@@ -356,6 +363,14 @@ public final class SandboxFilesystem: Filesystem {
   func hides(_ name: some Collection<UInt8>, in directory: Inode) -> Bool {
     guard case .device(let place) = directory.layout, place.containerKind != nil else { return false }
     return DeviceLayout.isStaging(name)
+  }
+
+  /// Whether `directory` is one of a device's directories of containers
+  /// (`Containers/Data/Application/`, `Containers/Shared/AppGroup/`).
+  @inline(__always)
+  func isDirectoryOfContainers(_ directory: Inode) -> Bool {
+    guard case .device(let place) = directory.layout else { return false }
+    return place.containerKind != nil
   }
 
   /// Where the entry `name` of `parent` stands in the layout.

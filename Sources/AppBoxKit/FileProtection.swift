@@ -9,6 +9,12 @@ extension FileProtectionType {
   public static let completeWhenUserInactive = FileProtectionType(rawValue: "NSFileProtectionCompleteWhenUserInactive")
 }
 
+// Foundation on Linux declares `FileProtectionType` RawRepresentable but not Equatable, so
+// Apple's sample code, which `switch`es over a file's class (`case .complete:`), does not
+// compile there; with AppBoxKit it does. Equality and hashing are the raw names'
+// (the standard library's defaults for RawRepresentable).
+extension FileProtectionType: @retroactive Equatable, @retroactive Hashable {}
+
 extension Data.WritingOptions {
   /// Writes the file with class `completeWhenUserInactive` (iOS 17).
   public static let completeFileProtectionWhenUserInactive = Data.WritingOptions(rawValue: 0x5000_0000)

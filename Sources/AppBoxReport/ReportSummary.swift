@@ -143,6 +143,8 @@ public struct ReportSummary: Sendable, Hashable {
         refusals = Statistics.sum(refusals, refusal.count)
       case .unreadableClass:
         unreadableClasses += 1
+      case .confinement:
+        break  // an app's reach, not storage: appbox status counts them
       case .state(let change):
         stateChanges += 1
         if state == nil { enter(change.from.name, at: start ?? change.time) }

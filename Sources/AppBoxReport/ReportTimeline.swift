@@ -67,7 +67,7 @@ public struct ReportTimeline: Sendable, Hashable {
         let current = state ?? (change.from.name, 0)
         if time > current.since { states.append(Segment(start: current.since, end: time, state: current.name)) }
         state = (change.to.name, time)
-      case .log, .rotate, .unreadableClass, .containerUsage:
+      case .log, .rotate, .unreadableClass, .containerUsage, .confinement:
         break
       }
     }

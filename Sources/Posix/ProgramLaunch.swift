@@ -39,6 +39,12 @@ public enum ProgramLaunch {
     return pid
   }
 
+  /// Makes `pid` the target of forwarded signals (a program started otherwise than by
+  /// ``start(_:_:environment:)``).
+  public static func forward(to pid: pid_t) {
+    cposix_forward_signals_to(pid)
+  }
+
   /// Stops forwarding signals: those that come from now on are kept, and forwarded only
   /// to a program started later.
   public static func stopForwarding() {

@@ -105,6 +105,18 @@ struct EventRoundTripTests {
     for from in DeviceState.allCases {
       for to in DeviceState.allCases { events.append(.state(DeviceStateEvent(time: 10, from: from, to: to))) }
     }
+    // A device's app confinement: every reason, with and without the app and container.
+    for reason in ConfinementEvent.Reason.allCases {
+      events.append(
+        .confinement(
+          ConfinementEvent(
+            time: 18, pathBytes: Array("Containers/Data/Application/com.example.b/Documents".utf8), reason: reason,
+            app: "com.example.a", container: "com.example.b", operation: "lookup")))
+    }
+    events.append(
+      .confinement(
+        ConfinementEvent(
+          time: 19, pathBytes: [0xFF, 0x22], reason: .noProcess, app: nil, container: nil, operation: "open")))
     return events
   }()
 

@@ -272,9 +272,11 @@ struct DeviceMountTests {
     try FileManager.default.createDirectory(atPath: events, withIntermediateDirectories: false)
     let page = directories.root + "/sweep.html"
     let workload = ReportTests.repository + "/Examples/cache-workload.py"
-    // The writer waits until the reader has cached ten items, then writes 2 MB of documents.
+    // The writer waits until the reader has cached about ten items (1.4 MB of the device's
+    // 4 KiB blocks in use: it cannot look into the reader's container), then writes 2 MB
+    // of documents.
     let writer =
-      "while [ $(ls \"$HOME/../com.example.reader/Library/Caches/items\" 2>/dev/null | wc -l) -lt 10 ]; do sleep 0.05; done; "
+      "while [ $(( $(stat -f -c '%b - %f' \"$HOME\") )) -lt 350 ]; do sleep 0.05; done; "
       + "head -c 2000000 /dev/zero > \"$HOME/Documents/blob\""
     let result = try Self.appbox([
       "experiment", "--capacities", "3M,16M", "--events-dir", events, "--output", page, "--usage-interval", "0",

@@ -10,7 +10,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
+#include <sys/epoll.h>
 #include <sys/file.h>
+#include <sys/mount.h>
 #include <sys/fsuid.h>
 #include <sys/time.h>
 #include <sys/socket.h>
@@ -167,6 +169,33 @@ void cposix_forward_signals_to(pid_t pid);
 /// Spawn attributes for a program started as a shell starts one: no signal blocked, and
 /// SIGINT, SIGTERM, SIGHUP, SIGQUIT and SIGPIPE at their default action. Returns 0 or -1.
 int cposix_spawnattr_reset_signals(posix_spawnattr_t *attributes);
+/// Starts `program` (looked up in PATH) with `argv` and `envp` as a child placed in the
+/// cgroup v2 directory `cgroup_fd` from its first instant (clone3 with CLONE_INTO_CGROUP,
+/// Linux >= 5.7), no signal blocked and the termination signals and SIGPIPE at their
+/// default action (cgroup_spawn.c). Returns 0 and sets `*pid`, or the error of the clone
+/// (EACCES: no right to write that group's cgroup.procs) or of the exec (the child is
+/// reaped).
+int cposix_spawn_into_cgroup(const char *program, char *const argv[], char *const envp[], int cgroup_fd, pid_t *pid);
+/// pidfd_open(2) with PIDFD_THREAD (Linux >= 6.9): a descriptor of thread `tid` alone,
+/// readable once that thread has exited.
+static inline int cposix_pidfd_open_thread(pid_t tid) { return (int)syscall(SYS_pidfd_open, tid, O_EXCL); }
+/// An epoll set (close-on-exec) of descriptors watched once each for readability, named
+/// by a key (epoll_event is packed, which Swift does not import well).
+static inline int cposix_epoll_create(void) { return epoll_create1(EPOLL_CLOEXEC); }
+static inline int cposix_epoll_watch_once(int epoll, int fd, uint64_t key) {
+  struct epoll_event event = {.events = EPOLLIN | EPOLLONESHOT, .data = {.u64 = key}};
+  return epoll_ctl(epoll, EPOLL_CTL_ADD, fd, &event);
+}
+/// Waits for at least one event; writes up to `capacity` keys. Returns their count or -1.
+static inline int cposix_epoll_wait_keys(int epoll, uint64_t *keys, int capacity) {
+  struct epoll_event events[64];
+  if (capacity > 64) capacity = 64;
+  int count = epoll_wait(epoll, events, capacity, -1);
+  for (int i = 0; i < count; i++) keys[i] = events[i].data.u64;
+  return count;
+}
+/// mount(2) of a cgroup v2 hierarchy at `target`.
+static inline int cposix_mount_cgroup2(const char *target) { return mount("none", target, "cgroup2", 0, NULL); }
 
 
 // fanotify(7) permission events (fanotify.c).

@@ -12,13 +12,15 @@ import Testing
 /// A device mount's helpers for ``Sandbox``: apps, containers' paths, their books.
 extension Sandbox {
   /// A device over a fresh backing directory.
-  static func device(capacity: Int64 = 64 << 20, _ configure: (inout SandboxOptions) -> Void = { _ in }) throws
-    -> Sandbox
-  {
-    try Sandbox(capacity: capacity) { options in
-      options.device = true
-      configure(&options)
-    }
+  static func device(
+    capacity: Int64 = 64 << 20, runs: (any RunMembership)? = nil, _ configure: (inout SandboxOptions) -> Void = { _ in }
+  ) throws -> Sandbox {
+    try Sandbox(
+      capacity: capacity,
+      { options in
+        options.device = true
+        configure(&options)
+      }, runs: runs)
   }
 
   /// An id, known good.

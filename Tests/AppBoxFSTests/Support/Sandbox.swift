@@ -68,15 +68,16 @@ final class Sandbox: Sendable {
   ///   - tmpfs: mount options of a tmpfs for the backing directory (``SandboxRoot``).
   convenience init(
     capacity: Int64 = 64 << 20, _ configure: (inout SandboxOptions) -> Void = { _ in },
-    prepare: (String) throws -> Void = { _ in }, driver: InMemoryDriver = InMemoryDriver(), tmpfs: String? = nil
+    prepare: (String) throws -> Void = { _ in }, driver: InMemoryDriver = InMemoryDriver(), tmpfs: String? = nil,
+    runs: (any RunMembership)? = nil
   ) throws {
     let root = try SandboxRoot(tmpfs: tmpfs)
     try prepare(root.backing)
-    try self.init(root: root, capacity: capacity, events: "events.jsonl", driver: driver, configure)
+    try self.init(root: root, capacity: capacity, events: "events.jsonl", driver: driver, runs: runs, configure)
   }
 
   private init(
-    root: SandboxRoot, capacity: Int64, events: String, driver: InMemoryDriver,
+    root: SandboxRoot, capacity: Int64, events: String, driver: InMemoryDriver, runs: (any RunMembership)? = nil,
     _ configure: (inout SandboxOptions) -> Void
   ) throws {
     temporary = root
@@ -89,7 +90,7 @@ final class Sandbox: Sendable {
     self.options = options
     self.driver = driver
     fs = try SandboxFilesystem(
-      backingDirectory: root.backing, configuration: CacheTimeouts(), options: options, driver: driver)
+      backingDirectory: root.backing, configuration: CacheTimeouts(), options: options, driver: driver, runs: runs)
     fs.mounted(notifier: notifier)
   }
 
