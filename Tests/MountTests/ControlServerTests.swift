@@ -182,8 +182,8 @@ struct ControlServerTests {
     for _ in 0..<16 { idle.append(try UnixSocket.connect(to: socket)) }
     let extra = try UnixSocket.connect(to: socket)
     defer { close(extra) }
-    try UnixSocket.setTimeouts(extra, milliseconds: 3000)
-    let reply = String(decoding: UnixSocket.readLine(extra) ?? [], as: UTF8.self)
+    let reply = String(
+      decoding: UnixSocket.readLine(extra, deadline: Clock.monotonic() + 3).line ?? [], as: UTF8.self)
     #expect(reply.contains("busy"), "the 17th connection got: \(reply)")
     idle.forEach { close($0) }
     idle = []
