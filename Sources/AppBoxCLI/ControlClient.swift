@@ -60,11 +60,13 @@ enum ControlClient {
   }
 
   /// How long a request turned away as busy (all of the daemon's connections, or its
-  /// run's share of them, in use) is tried again: a second longer than a connection may
+  /// run's share of them, in use) is tried again: two seconds longer than a connection may
   /// wait for its request line (``ControlServer/requestSeconds``, a deadline from its
   /// accept), so that every connection held idle when the first try was turned away has
-  /// ended by then, however it trickled.
-  static let busyRetrySeconds = ControlServer.requestSeconds + 1
+  /// ended by then, however it trickled, with time to spare on a loaded machine. (A
+  /// connection doing work, a long purge, may hold on longer; a program reconnecting as
+  /// fast as it can holds only its run's share, ``ControlConnectionShares``.)
+  static let busyRetrySeconds = ControlServer.requestSeconds + 2
 
   /// Sends one request and returns the daemon's JSON reply, once the peer is known to be
   /// the mount's daemon. A request turned away as busy (before the daemon read it) is sent
