@@ -157,13 +157,13 @@ struct ForeignRuntimeFileTests {
     let lock = try Command.run(Command.appbox, ["lock", mount.mountpoint])
     #expect(lock.status == 0, "\(lock.error)")
     let directory = try Self.runtimeDirectory(of: mount.mountpoint)
-    let events = directory + "/" + ControlFiles.name(for: mount.mountpoint, "events")
+    let events = try #require(ControlFiles.eventLog(for: mount.mountpoint, in: directory))
     let made = try OtherUser.run(Self.owner, ["/bin/sh", "-c", "rm -f \"$0\" && mkfifo \"$0\"", events])
     try #require(made.status == 0, "\(made.error)")
     for command in [["events", mount.mountpoint], ["report", mount.mountpoint]] {
       let result = try Command.run("/usr/bin/timeout", ["-s", "KILL", "20", Command.appbox] + command)
       #expect(result.status == 77, "appbox \(command[0]) exited \(result.status): \(result.error)")
-      #expect(result.error.contains("is not the event log"), "\(result.error)")
+      #expect(result.error.contains("is not an event log"), "\(result.error)")
     }
     let pid = directory + "/" + ControlFiles.name(for: mount.mountpoint, "pid")
     let replaced = try OtherUser.run(Self.owner, ["/bin/sh", "-c", "rm -f \"$0\" && mkfifo \"$0\"", pid])
