@@ -130,7 +130,8 @@ final class EventLogFollower: @unchecked Sendable {
   private func openSegment(_ segment: Int) throws(Errno) -> Int32 {
     for candidate in [path, EventLogFormat.previousSegmentPath(of: path)] {
       let file: Int32
-      do { file = try Self.open(candidate, owner: owner, notify: files.notify) } catch { continue }  // no previous segment
+      // A candidate that fails: no previous segment, or not the owner's regular file.
+      do { file = try Self.open(candidate, owner: owner, notify: files.notify) } catch { continue }
       if Self.header(file)?.segment == segment { return file }
       Sys.close(file)
     }

@@ -29,7 +29,9 @@ struct EventLogFollowerTests {
     let log = EventLog(path: path, id: "20260101-000000-0001", limits: EventLogLimits(segmentBytes: 2048))
     log.flush()
     let changes = Changes()
-    let follower = try EventLogFollower(path: path, owner: geteuid(), queue: DispatchQueue(label: "follower")) { changes.append($0) }
+    let follower = try EventLogFollower(path: path, owner: geteuid(), queue: DispatchQueue(label: "follower")) {
+      changes.append($0)
+    }
     defer { follower.cancel() }
     let states: [DeviceState] = [.unlocked, .grace, .locked]
     var expected: [DeviceStateChange] = []

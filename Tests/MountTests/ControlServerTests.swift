@@ -236,7 +236,8 @@ struct ControlServerTests {
     }
     trickle.start()
     let start = Date()
-    let status = try Command.run("/usr/bin/timeout", ["-s", "KILL", "30", Command.appbox, "status", fixture.mountpoint])
+    let status = try Command.run(
+      "/usr/bin/timeout", ["-s", "KILL", "30", Command.appbox, "status", fixture.mountpoint])
     #expect(status.status == 0, "status with 16 trickling clients: \(status.status) \(status.error)")
     #expect(Date().timeIntervalSince(start) < 20)
     // Each was closed with an error, having run nothing.

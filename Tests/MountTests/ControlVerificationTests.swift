@@ -144,7 +144,8 @@ struct ForeignRuntimeFileTests {
   /// The owner's runtime directory that holds the mount's socket.
   static func runtimeDirectory(of mountpoint: String) throws -> String {
     let name = ControlFiles.name(for: mountpoint, "sock")
-    let candidates = ["/tmp/appbox-\(owner)"]
+    let candidates =
+      ["/tmp/appbox-\(owner)"]
       + ((try? FileManager.default.contentsOfDirectory(atPath: "/tmp")) ?? []).filter {
         $0.hasPrefix("appbox-\(owner)-")
       }.map { "/tmp/" + $0 }
@@ -171,7 +172,8 @@ struct ForeignRuntimeFileTests {
     let status = try Command.run("/usr/bin/timeout", ["-s", "KILL", "20", Command.appbox, "status", mount.mountpoint])
     #expect(status.status == 75, "appbox status exited \(status.status): \(status.error)")
     #expect(status.error.contains("not by the daemon"), "\(status.error)")
-    let unmount = try Command.run("/usr/bin/timeout", ["-s", "KILL", "60", Command.appbox, "unmount", mount.mountpoint])
+    let unmount = try Command.run(
+      "/usr/bin/timeout", ["-s", "KILL", "60", Command.appbox, "unmount", mount.mountpoint])
     #expect(unmount.status == 0, "\(unmount.error)")
   }
 }

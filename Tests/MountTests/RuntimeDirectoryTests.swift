@@ -166,15 +166,19 @@ struct RuntimeDirectoryPathTests {
     }
     #expect(mount.status == 0, "\(mount.error)")
     #expect(mount.error.contains("not safe for runtime files"), "\(mount.error)")
-    #expect(!FileManager.default.fileExists(atPath: foreign + "/appbox"), "root's runtime files went below uid 5's directory")
-    #expect(FileManager.default.fileExists(atPath: "/run/appbox/" + ControlFiles.name(for: directories.mountpoint, "sock")))
+    #expect(
+      !FileManager.default.fileExists(atPath: foreign + "/appbox"), "root's runtime files went below uid 5's directory")
+    #expect(
+      FileManager.default.fileExists(atPath: "/run/appbox/" + ControlFiles.name(for: directories.mountpoint, "sock")))
     let lock = try Command.run(Command.appbox, ["lock", directories.mountpoint], environment: environment)
     #expect(lock.status == 0, "\(lock.error)")
     let unmount = try Command.run(Command.appbox, ["unmount", directories.mountpoint], environment: environment)
     #expect(unmount.status == 0, "\(unmount.error)")
   }
 
-  @Test("the runtime directory renamed and replaced by a symlink while the daemon runs: it removes its own files, no others")
+  @Test(
+    "the runtime directory renamed and replaced by a symlink while the daemon runs: it removes its own files, no others"
+  )
   func swappedWhileRunning() throws {
     let directories = try SandboxDirectories()
     let runtime = directories.root + "/runtime"
