@@ -8,9 +8,10 @@ import Synchronization
 
 /// The runs of `appbox run --app` on a device mount, by app: the daemon refuses to remove an
 /// app while a run of it is going (its program may be using the container). A run registers
-/// over the control channel (`app-run BUNDLE-ID`): the daemon takes the process from
-/// `SO_PEERCRED`, never from the request, and keeps its start time, so a pid that a later
-/// process reuses is not taken for the run. The run is going while that process (`appbox
+/// over the control channel (`app-run BUNDLE-ID`): the daemon takes the process that
+/// connected, bound to the connection at its accept (``DeviceControlGate/Peer``), never
+/// from the request, and keeps its start time, so a pid that a later process reuses is not
+/// taken for the run. The run is going while that process (`appbox
 /// run`, which waits for its program) lives.
 final class AppRuns: Sendable {
   /// One run: its process, as `/proc` names it.
@@ -22,11 +23,9 @@ final class AppRuns: Sendable {
   /// Lock order: a leaf.
   private let runs = Mutex<[ContainerIdentifier: Set<Run>]>([:])
 
-  /// Registers `peer` as a run of `app`.
-  /// - Throws: the error reading the process's `/proc/PID/stat`.
-  func register(_ app: ContainerIdentifier, peer: pid_t) throws(Errno) {
-    let stat = try Sys.processStat(peer)
-    runs.withLock { $0[app, default: []].insert(Run(pid: peer, startTime: stat.startTime)) }
+  /// Registers `process` as a run of `app`.
+  func register(_ app: ContainerIdentifier, process: ProcessIdentity) {
+    runs.withLock { $0[app, default: []].insert(Run(pid: process.pid, startTime: process.startTime)) }
   }
 
   /// A process of a run of `app` that is still going (runs that ended are forgotten).

@@ -62,7 +62,7 @@ struct BackingLock {
     let mounts = (try? MountTable.mounts()) ?? []
     for mount in mounts where mount.type == "fuse.appbox" {
       guard let owner = mount.ownerUID else { continue }
-      var directories = RuntimeDirectory.standard(for: owner)
+      var directories = (try? RuntimeDirectory.standard(for: owner)) ?? []  // absent is the meaning: none found
       if owner == Sys.effectiveUID, let current = try? RuntimeDirectory.current() { directories.insert(current, at: 0) }
       if directories.contains(where: { $0.files(for: mount.mountpoint).daemonPID == pid }) {
         return "the mount at \(mount.mountpoint) (daemon pid \(pid))"

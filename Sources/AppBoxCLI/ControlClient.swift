@@ -22,11 +22,13 @@ enum ControlClient {
     let mountpoint = try ownedMount(path)
     let owner = mountpoint.owner
     let me = Sys.effectiveUID
+    // Each directory opened once, after the checks of RuntimeDirectory.open; the socket,
+    // pid file and event log are then reached through it.
     var directories = owner == me ? [try RuntimeDirectory.current()] : []
-    directories += RuntimeDirectory.standard(for: owner).filter { $0.path != directories.first?.path }
-    for directory in directories where directory.isPrivate(to: owner) {
+    directories += try RuntimeDirectory.standard(for: owner).filter { $0.path != directories.first?.path }
+    for directory in directories where directory.owner == owner {
       let files = directory.files(for: mountpoint.path)
-      guard let st = try? Sys.lstatPath(files.socket) else { continue }  // absent is the meaning: no socket here
+      guard let st = files.socketStatus() else { continue }
       if st.st_mode & S_IFMT == S_IFSOCK && st.st_uid == owner {
         return Target(mountpoint: mountpoint.path, owner: owner, files: files)
       }
@@ -58,9 +60,13 @@ enum ControlClient {
   }
 
   /// How long a request turned away as busy (all of the daemon's connections, or its
-  /// run's share of them, in use) is tried again: the daemon's own timeout for an idle
-  /// connection, so that connections held idle on purpose have ended by then.
-  static let busyRetrySeconds = 6.0
+  /// run's share of them, in use) is tried again: two seconds longer than a connection may
+  /// wait for its request line (``ControlServer/requestSeconds``, a deadline from its
+  /// accept), so that every connection held idle when the first try was turned away has
+  /// ended by then, however it trickled, with time to spare on a loaded machine. (A
+  /// connection doing work, a long purge, may hold on longer; a program reconnecting as
+  /// fast as it can holds only its run's share, ``ControlConnectionShares``.)
+  static let busyRetrySeconds = ControlServer.requestSeconds + 2
 
   /// Sends one request and returns the daemon's JSON reply, once the peer is known to be
   /// the mount's daemon. A request turned away as busy (before the daemon read it) is sent
@@ -101,7 +107,7 @@ enum ControlClient {
     _ request: String, with target: Target, timeoutSeconds: Int?, progress: (([String: Any]) -> Void)?
   ) throws(CLIError) -> String {
     let fd: Int32
-    do { fd = try UnixSocket.connect(to: target.files.socket) } catch {
+    do { fd = try target.files.connect() } catch {
       if error == .accessDenied || error == .notPermitted {
         throw CLIError(.noPermission, "only the user who mounted \(target.mountpoint) (or root) may control it")
       }
@@ -109,16 +115,16 @@ enum ControlClient {
     }
     defer { Sys.close(fd) }
     try verifyPeer(fd, of: target)
-    if let timeoutSeconds {
-      do { try UnixSocket.setTimeouts(fd, milliseconds: timeoutSeconds * 1000) } catch {
-        throw CLIError(.osError, "cannot set a timeout on the control connection: \(error)")
-      }
-    }
-    UnixSocket.writeAll(fd, Array((request + "\n").utf8))
-    var reply = String(decoding: UnixSocket.readLine(fd) ?? [], as: UTF8.self)
+    // The whole exchange within timeoutSeconds (none: a purge or resize takes as long as
+    // it takes), however slowly the bytes come.
+    let deadline = timeoutSeconds.map { Clock.monotonic() + Double($0) }
+    // Not taken whole: the reply says why (a daemon that answered "busy" at once and
+    // closed), or there is none.
+    UnixSocket.writeAll(fd, Array((request + "\n").utf8), deadline: deadline ?? .infinity)
+    var reply = String(decoding: UnixSocket.readLine(fd, deadline: deadline).line ?? [], as: UTF8.self)
     while reply.hasPrefix("{\"progress\":") {
       progress?(object(reply))
-      reply = String(decoding: UnixSocket.readLine(fd) ?? [], as: UTF8.self)
+      reply = String(decoding: UnixSocket.readLine(fd, deadline: deadline).line ?? [], as: UTF8.self)
     }
     return reply
   }

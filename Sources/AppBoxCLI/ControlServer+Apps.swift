@@ -14,8 +14,9 @@ import SandboxPolicy
 // being removed). Each id is checked again here: the request line is the client's.
 
 extension ControlServer {
-  /// Answers an `app-…` request from process `peer`.
-  func handleApp(_ verb: String, _ words: [String], peer: pid_t) -> String {
+  /// Answers an `app-…` request from `peer`, the process bound to the connection at its
+  /// accept.
+  func handleApp(_ verb: String, _ words: [String], peer: DeviceControlGate.Peer) -> String {
     guard filesystem.deviceApps != nil else {
       return Self.error("\(mountpoint) is not a device mount (mount with --device)", code: .noInput)
     }
@@ -42,12 +43,16 @@ extension ControlServer {
         guard filesystem.deviceApps?.isInstalled(ids[0]) == true else {
           return Self.error("no app \(ids[0]) is installed", code: .noInput)
         }
-        do throws(Errno) { try appRuns.register(ids[0], peer: peer) } catch {
-          return Self.error("cannot register the run of process \(peer): \(error)", code: .osError)
+        // The process that connected, as read at the accept: not whatever has its pid now.
+        guard let process = peer.process else {
+          return Self.error(
+            "cannot register the run of process \(peer.pid): it cannot be shown to be the process that connected",
+            code: .osError)
         }
         guard let runGroups, let access = filesystem.access(for: ids[0]) else {
           return Self.error("this mount's daemon confines no app runs", code: .unavailable)
         }
+        appRuns.register(ids[0], process: process)
         do throws(CLIError) {
           return "{\"ok\":true,\"cgroup\":\(JSONText.quoted(try runGroups.newRun(access)))}"
         } catch {

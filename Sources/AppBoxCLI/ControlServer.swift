@@ -14,11 +14,17 @@ import Synchronization
 /// resize|schedule`, and `run allow|deny` (``DeviceControlGate``, which may refuse the
 /// requests that change the device); on a device, `app-install BUNDLE-ID [GROUP-ID…]`,
 /// `app-remove BUNDLE-ID`, `app-list` and `app-run BUNDLE-ID` (``ControlServer+Apps``).
-/// Connections are served concurrently, each on
-/// a thread of its own with a read timeout, so an idle client holds up no one; at most
+/// Connections are served concurrently, each on a thread of its own, at most
 /// ``maximumConnections`` at a time, of which the programs of refusing runs hold only a
-/// share (``ControlConnectionShares``). Anything else a client sends gets an error reply
-/// and changes nothing.
+/// share (``ControlConnectionShares``). Who connected is settled when the connection is
+/// accepted: its credentials and a pidfd (``PeerProcess``), and the gate's reading of its
+/// ancestry, bound to the connection (``DeviceControlGate/bind(_:isConnector:)``). Each
+/// connection has a deadline: its whole request line, newline included, within
+/// ``requestSeconds`` of the accept, however the bytes come; a line not finished by then,
+/// or ended without its newline, is refused and never served. Each reply line is written
+/// within ``replySeconds`` or given up. So an idle or trickling client holds a connection
+/// for ``requestSeconds`` at most. Anything else a client sends gets an error reply and
+/// changes nothing.
 final class ControlServer: Sendable {
   private let listener: Int32
   let filesystem: SandboxFilesystem
@@ -28,7 +34,11 @@ final class ControlServer: Sendable {
   /// Connections being served now.
   private let active = Mutex(0)
   /// Who may change the device: the runs of `appbox run` and their programs.
-  private let gate = DeviceControlGate()
+  private let gate: DeviceControlGate
+  /// Called on a connection's thread once its peer is bound and admitted, before its
+  /// request is read (tests: the moment after which what the peer does no longer changes
+  /// how it is judged).
+  private let bound: (@Sendable (DeviceControlGate.Peer) -> Void)?
   /// The runs of `appbox run --app` by app, which keep their app installed.
   let appRuns = AppRuns()
   /// Held while a removal checks for runs and removes, and while a run registers, so that
@@ -37,8 +47,11 @@ final class ControlServer: Sendable {
 
   /// Connections served at once; more are answered "busy" and closed.
   static let maximumConnections = 16
-  /// How long a client may take to send its request, and to take the reply.
-  static let timeoutMilliseconds = 5_000
+  /// How long a client has, from the accept of its connection, to send its whole request
+  /// line.
+  static let requestSeconds = 5.0
+  /// How long each reply line (and each progress line) may take to be written.
+  static let replySeconds = 5.0
   /// The longest request line.
   static let maximumRequestBytes = 4096
   /// Seconds the accept loop waits after a failed accept, doubled after each further
@@ -52,11 +65,29 @@ final class ControlServer: Sendable {
   /// a plain mount.
   let runGroups: RunGroups?
 
-  init(path: String, filesystem: SandboxFilesystem, mountpoint: String, runGroups: RunGroups? = nil) throws(Errno) {
-    listener = try UnixSocket.listen(at: path)
+  /// A server listening on the socket `name` in the runtime directory open as
+  /// `directory` (``MountFiles/socketName``), answering for `filesystem`, mounted at
+  /// `mountpoint`, with `gate` as its barrier; `bound` is a test's hook.
+  init(
+    directory: Int32, socket name: String, filesystem: SandboxFilesystem, mountpoint: String,
+    runGroups: RunGroups? = nil, gate: DeviceControlGate = DeviceControlGate(),
+    bound: (@Sendable (DeviceControlGate.Peer) -> Void)? = nil
+  ) throws(Errno) {
+    listener = try UnixSocket.listen(in: directory, name)
     self.filesystem = filesystem
     self.mountpoint = mountpoint
     self.runGroups = runGroups
+    self.gate = gate
+    self.bound = bound
+  }
+
+  /// A server on the control socket of `files`.
+  convenience init(
+    files: MountFiles, filesystem: SandboxFilesystem, mountpoint: String, runGroups: RunGroups? = nil
+  ) throws(Errno) {
+    try self.init(
+      directory: files.directory.fd, socket: files.socketName, filesystem: filesystem, mountpoint: mountpoint,
+      runGroups: runGroups)
   }
 
   /// Accepts connections on a thread of its own until the process ends.
@@ -73,6 +104,7 @@ final class ControlServer: Sendable {
           backOff = min(backOff * 2, Self.maximumBackOff)
           continue
         }
+        let accepted = Clock.monotonic()
         backOff = Self.minimumBackOff
         let admitted = active.withLock { count in
           guard count < Self.maximumConnections else { return false }
@@ -80,12 +112,13 @@ final class ControlServer: Sendable {
           return true
         }
         guard admitted else {
+          // A new connection's send buffer is empty: this never waits.
           reply(connection, Self.error(Self.busy))
           Sys.close(connection)
           continue
         }
         let worker = Thread { [self] in
-          serve(connection)
+          serve(connection, deadline: accepted + Self.requestSeconds)
           Sys.close(connection)
           active.withLock { $0 -= 1 }
         }
@@ -97,53 +130,92 @@ final class ControlServer: Sendable {
     thread.start()
   }
 
-  private func serve(_ connection: Int32) {
-    do { try UnixSocket.setTimeouts(connection, milliseconds: Self.timeoutMilliseconds) } catch {
-      return  // without a timeout a client could hold this thread forever
-    }
-    let peer: UnixSocket.PeerCredentials
-    do { peer = try UnixSocket.peerCredentials(connection) } catch {
+  /// Serves one connection whose request line is due by `deadline`.
+  private func serve(_ connection: Int32, deadline: Double) {
+    let process: PeerProcess
+    do { process = try PeerProcess.of(connection) } catch {
       reply(connection, Self.error("cannot identify the connecting process (SO_PEERCRED: \(error))"))
       return
     }
-    guard peer.uid == owner || peer.uid == 0 else {
+    let credentials = process.credentials
+    guard credentials.uid == owner || credentials.uid == 0 else {
       reply(connection, Self.error("not the owner of this mount"))
       return
     }
-    guard let holder = gate.admit(peer.pid) else {
+    let peer = gate.bind(credentials.pid) { process.isStillThere }
+    guard let holder = gate.admit(peer) else {
       reply(connection, Self.error(Self.busy))
       return
     }
     defer { gate.release(holder) }
-    guard let line = UnixSocket.readLine(connection, limit: Self.maximumRequestBytes) else {
+    bound?(peer)
+    let line: [UInt8]
+    switch UnixSocket.readLine(connection, limit: Self.maximumRequestBytes, deadline: deadline) {
+    case .line(let bytes): line = bytes
+    case .tooLong:
       reply(connection, Self.error("request longer than \(Self.maximumRequestBytes) bytes"))
       return
+    case .timedOut:
+      reply(
+        connection,
+        Self.error(
+          "no whole request line within \(Int(Self.requestSeconds)) s of connecting: nothing done"))
+      return
+    case .unterminated:
+      reply(connection, Self.error("request without its newline: nothing done"))
+      return
+    case .failed:
+      return  // the client is gone
     }
     var request = String(decoding: line, as: UTF8.self)
     var progress: PurgeProgress?
+    let replies = ReplyLines(connection)
     if request.hasPrefix("purge "), request.hasSuffix(" progress") {
       request.removeLast(" progress".count)
-      progress = purgeProgress(to: connection)
+      progress = replies.purgeProgress()
     }
-    reply(connection, gate.answer(request, peer: peer.pid) ?? handle(request, peer: peer.pid, progress: progress))
+    replies.write(gate.answer(request, from: peer) ?? handle(request, peer: peer, progress: progress))
   }
 
-  /// Progress lines of a purge for a client that asked (`purge … progress`), paced
-  /// (``ProgressPacer``), before the reply: `{"progress":true,"files":N,"bytes":B}`. One
-  /// thread writes at a time; a report due while another is being written is dropped.
-  private func purgeProgress(to connection: Int32) -> PurgeProgress {
-    let pacer = ProgressPacer()
-    let writing = Atomic<Bool>(false)
-    return { files, bytes in
-      guard pacer.due(), writing.compareExchange(expected: false, desired: true, ordering: .acquiring).exchanged
-      else { return }
-      UnixSocket.writeAll(connection, Array("{\"progress\":true,\"files\":\(files),\"bytes\":\(bytes)}\n".utf8))
-      writing.store(false, ordering: .releasing)
-    }
-  }
-
+  /// Writes one reply line, within ``replySeconds`` (or not at all: the client is gone or
+  /// does not read).
   private func reply(_ connection: Int32, _ text: String) {
-    UnixSocket.writeAll(connection, Array((text + "\n").utf8))
+    UnixSocket.writeAll(connection, Array((text + "\n").utf8), deadline: Clock.monotonic() + Self.replySeconds)
+  }
+
+  /// The lines written on one connection: progress lines, then the reply, each within
+  /// ``replySeconds``; once one is not written in time (the client is gone or does not
+  /// read), no more are, so a client that does not read holds a purge up once, no longer.
+  private final class ReplyLines: Sendable {
+    private let connection: Int32
+    private let broken = Atomic<Bool>(false)
+
+    init(_ connection: Int32) { self.connection = connection }
+
+    /// Writes `text` and a newline, unless an earlier line was not taken in time.
+    func write(_ text: String) {
+      guard !broken.load(ordering: .acquiring) else { return }
+      if !UnixSocket.writeAll(
+        connection, Array((text + "\n").utf8), deadline: Clock.monotonic() + ControlServer.replySeconds)
+      {
+        broken.store(true, ordering: .releasing)
+      }
+    }
+
+    /// Progress lines of a purge for a client that asked (`purge … progress`), paced
+    /// (``ProgressPacer``), before the reply: `{"progress":true,"files":N,"bytes":B}`.
+    /// One thread writes at a time; a report due while another is being written is
+    /// dropped.
+    func purgeProgress() -> PurgeProgress {
+      let pacer = ProgressPacer()
+      let writing = Atomic<Bool>(false)
+      return { [self] files, bytes in
+        guard pacer.due(), writing.compareExchange(expected: false, desired: true, ordering: .acquiring).exchanged
+        else { return }
+        write("{\"progress\":true,\"files\":\(files),\"bytes\":\(bytes)}")
+        writing.store(false, ordering: .releasing)
+      }
+    }
   }
 
   /// The error a connection over its share gets (``ControlClient`` tries again on it).
@@ -164,9 +236,9 @@ final class ControlServer: Sendable {
     "{\"ok\":false,\"error\":\(JSONText.quoted(message)),\"refused\":true}"
   }
 
-  /// Answers one request from process `peer` (`progress`: where a purge reports how far
-  /// it got).
-  func handle(_ request: String, peer: pid_t, progress: PurgeProgress? = nil) -> String {
+  /// Answers one request from `peer`, the process bound to the connection at its accept
+  /// (`progress`: where a purge reports how far it got).
+  func handle(_ request: String, peer: DeviceControlGate.Peer, progress: PurgeProgress? = nil) -> String {
     let words = request.split(separator: " ").map(String.init)
     if let verb = words.first, verb.hasPrefix("app-") { return handleApp(verb, Array(words.dropFirst()), peer: peer) }
     switch (words.first, words.count) {

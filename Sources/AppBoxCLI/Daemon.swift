@@ -42,8 +42,8 @@ struct Daemon {
     filesystem.unmounted()
     session.unmount()
     runGroups?.finish()
-    Self.remove(files.pid)
-    Self.remove(files.socket)
+    remove(files.pidName)
+    remove(files.socketName)
     switch session.initialization {
     case .done: return result < 0 ? .failure : .success
     case .failed(let error):
@@ -80,7 +80,7 @@ struct Daemon {
       throw CLIError(error.errno == nil ? .badValue : .noInput, "cannot mount \(backing): \(error)")
     }
     // This mount's own event log, named by its id (earlier mounts' logs stay beside it).
-    let log = try EventLogDirectory(path: files.eventLogs, owner: Sys.effectiveUID).createLog()
+    let log = try EventLogDirectory(files, owner: Sys.effectiveUID).createLog()
     let filesystem: SandboxFilesystem
     let runGroups = request.sandbox.device ? RunGroups(mountID: log.id) : nil
     do throws(SandboxSetupError) {
@@ -116,22 +116,20 @@ struct Daemon {
       throw CLIError(.usage, "\(error)")
     }
     do {
-      try ControlServer(
-        path: files.socket, filesystem: filesystem, mountpoint: request.mountpoint, runGroups: runGroups
-      )
-      .start()
+      try ControlServer(files: files, filesystem: filesystem, mountpoint: request.mountpoint, runGroups: runGroups)
+        .start()
     } catch {
       throw CLIError(.osError, "cannot create the control socket \(files.socket): \(error)")
     }
     do {
-      try Sys.replaceFile(files.pid, with: Array("\(Sys.processID)\n".utf8), mode: 0o644)
+      try files.writePID(Sys.processID)
     } catch {
       throw CLIError(.osError, "cannot write the pid file \(files.pid): \(error)")
     }
     do {
       try session.mount(request.mountpoint)
     } catch {
-      Self.remove(files.pid)  // this daemon ends here
+      remove(files.pidName)  // this daemon ends here
       throw CLIError(
         .osError,
         "the kernel refused to mount on \(request.mountpoint) (see the message above; allow_other without root needs user_allow_other in /etc/fuse.conf)"
@@ -153,12 +151,13 @@ struct Daemon {
     return IndexProgressLines { line, isFinal in isFinal ? terminal.finish(line) : terminal.update(line) }
   }
 
-  /// Removes one of the daemon's runtime files at its end. One already gone is what was
-  /// wanted; one left behind (an error, said on standard error, the log) is replaced by
-  /// the next mount and names no live daemon, which ``ControlClient`` checks.
-  private static func remove(_ path: String) {
-    do { try Sys.unlink(path) } catch  where error != .noEntry {
-      FileHandle.standardError.write(Data("appbox: cannot remove \(path): \(error)\n".utf8))
+  /// Removes one of the daemon's runtime files (`name` in its runtime directory) at its
+  /// end. One already gone is what was wanted; one left behind (an error, said on standard
+  /// error, the log) is replaced by the next mount and names no live daemon, which
+  /// ``ControlClient`` checks.
+  private func remove(_ name: String) {
+    do { try files.remove(name) } catch  where error != .noEntry {
+      FileHandle.standardError.write(Data("appbox: cannot remove \(files.directory.path)/\(name): \(error)\n".utf8))
     } catch {}
   }
 
@@ -179,13 +178,14 @@ struct Daemon {
     FileHandle.standardError.write(Data("appbox: turned FUSE over io_uring on for this host (\(parameter) = 1)\n".utf8))
   }
 
-  /// Before serving: standard output and error go to the mount's log file. Without a log
-  /// (it cannot be opened, or a descriptor cannot be replaced) output goes where it went,
-  /// the terminal of `appbox mount`, which says nothing worse than losing it.
+  /// Before serving: standard output and error go to the mount's log file
+  /// (``MountFiles/openLog()``). Without a log (it cannot be opened, is not this user's
+  /// regular file, or a descriptor cannot be replaced) output goes where it went, the
+  /// terminal of `appbox mount`, which says nothing worse than losing it.
   private func detachOutput() {
     let fd: Int32
-    do { fd = try Sys.open(files.log, O_WRONLY | O_CREAT | O_APPEND, 0o600) } catch {
-      FileHandle.standardError.write(Data("appbox: cannot open the daemon's log \(files.log): \(error)\n".utf8))
+    do { fd = try files.openLog() } catch {
+      FileHandle.standardError.write(Data("appbox: \(error.message)\n".utf8))
       return
     }
     defer { Sys.close(fd) }

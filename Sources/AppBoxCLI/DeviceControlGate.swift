@@ -17,8 +17,13 @@ import Synchronization
 /// fill it: ``DeviceControlRuns``.
 ///
 /// A process belongs to a run when the run is an ancestor, by the parent chain of
-/// `/proc/PID/stat`. Every error on the way fails closed: a process whose ancestry cannot
-/// be read is refused while any run is recorded, counted, and logged (at most a line a
+/// `/proc/PID/stat`. That chain is read once per connection, when it is accepted
+/// (``bind(_:isConnector:)``), and checked afterwards to be the chain of the process that
+/// connected (its pidfd, ``PeerProcess``): what the connection's request is judged by is
+/// bound to the connection, and a peer that exits before its request line arrives, whose
+/// pid another process may have by then, is judged as the process that connected. Every
+/// error on the way fails closed: a process whose ancestry cannot be read (or shown to be
+/// its own) is refused while any run is recorded, counted, and logged (at most a line a
 /// second). The gate also shares out the control connections (``ControlConnectionShares``)
 /// so that a run's program cannot hold them all.
 final class DeviceControlGate: Sendable {
@@ -68,20 +73,55 @@ final class DeviceControlGate: Sendable {
 
   // MARK: - Connections
 
+  /// What the gate learned of a connection's peer when the connection was accepted, bound
+  /// to it for its life.
+  struct Peer: Sendable {
+    /// The pid of the process that connected (`SO_PEERCRED`).
+    let pid: pid_t
+    /// That process (pid and start time), if it could be read and shown to be the one that
+    /// connected.
+    let process: ProcessIdentity?
+    /// Its ancestry, read when the connection was accepted; unknown when it could not be
+    /// read or shown to be the connecting process's.
+    let ancestry: Ancestry
+  }
+
+  /// Reads the ancestry of `pid`, the peer of a connection just accepted, and binds it to
+  /// the connection. `isConnector`, asked after the reads, says whether `pid` still names
+  /// the process that connected (its pidfd's process has not been reaped,
+  /// ``PeerProcess/isStillThere``): if not, what was read may be another process's, and
+  /// the ancestry is unknown.
+  func bind(_ pid: pid_t, isConnector: () -> Bool) -> Peer {
+    forgetGoneIfDue()
+    let stat = Result(catching: { () throws(Errno) in try readStat(pid) })
+    let ancestry = ancestry(of: pid)
+    guard isConnector() else {
+      return Peer(
+        pid: pid, process: nil,
+        ancestry: .unknown("process \(pid) that connected cannot be shown to be the one with that pid now (it exited?)")
+      )
+    }
+    switch stat {
+    case .success(let stat):
+      return Peer(pid: pid, process: ProcessIdentity(pid: pid, startTime: stat.startTime), ancestry: ancestry)
+    case .failure(let error):
+      return Peer(pid: pid, process: nil, ancestry: .unknown("cannot read /proc/\(pid)/stat: \(error)"))
+    }
+  }
+
   /// Takes a control connection for `peer`: nil when `peer` is in a refusing run (or
   /// cannot be placed) whose share is used up (``ControlConnectionShares``).
   /// - Returns: the holder to give back with ``release(_:)``.
-  func admit(_ peer: pid_t) -> ControlConnectionShares.Holder? {
-    let holder: ControlConnectionShares.Holder =
-      state.withLock { $0.runs.isEmpty } ? .unconfined : ControlConnectionShares.Holder(decision(for: peer))
-    let admitted = state.withLock { state in
+  func admit(_ peer: Peer) -> ControlConnectionShares.Holder? {
+    let admitted: ControlConnectionShares.Holder? = state.withLock { state in
+      let holder = ControlConnectionShares.Holder(state.runs.decide(peer.ancestry))
       guard state.shares.admit(holder) else {
         state.counters.turnedAway += 1
-        return false
+        return nil
       }
-      return true
+      return holder
     }
-    return admitted ? holder : nil
+    return admitted
   }
 
   /// Gives back a connection ``admit(_:)`` took.
@@ -89,56 +129,48 @@ final class DeviceControlGate: Sendable {
 
   // MARK: - Requests
 
-  /// The reply to `request` when the gate answers it itself: a `run` request, or a
-  /// refusal. Nil: the request goes on to the filesystem.
-  func answer(_ request: String, peer: pid_t) -> String? {
+  /// The reply to `request` from `peer` when the gate answers it itself: a `run` request,
+  /// or a refusal. Nil: the request goes on to the filesystem. `peer` is judged by what was
+  /// bound to its connection at accept, against the runs recorded now.
+  func answer(_ request: String, from peer: Peer) -> String? {
     // Split as ``ControlServer/handle(_:progress:)`` splits, so the verb judged is the verb served.
     let words = request.split(separator: " ").map(String.init)
     guard let verb = words.first else { return nil }
     if verb == "run" { return registration(Array(words.dropFirst()), peer: peer) }
-    guard Self.guardedRequests.contains(verb), !state.withLock({ $0.runs.isEmpty }) else { return nil }
-    switch decision(for: peer) {
+    guard Self.guardedRequests.contains(verb) else { return nil }
+    switch state.withLock({ $0.runs.decide(peer.ancestry) }) {
     case .allowed:
       return nil
     case .refused(let run):
       state.withLock { $0.counters.refused += 1 }
       return ControlServer.refusal(
-        "device control refused: process \(peer) runs under appbox run (pid \(run)) without --allow-device-control; start the run with appbox run --allow-device-control to let its program \(verb)"
+        "device control refused: process \(peer.pid) runs under appbox run (pid \(run)) without --allow-device-control; start the run with appbox run --allow-device-control to let its program \(verb)"
       )
     case .unverifiable(let reason):
       state.withLock { $0.counters.unverifiable += 1 }
-      note("refused \(verb) to process \(peer): \(reason)")
+      note("refused \(verb) to process \(peer.pid): \(reason)")
       return ControlServer.refusal(
-        "device control refused: process \(peer) could not be placed outside the runs of appbox run (\(reason))")
+        "device control refused: process \(peer.pid) could not be placed outside the runs of appbox run (\(reason))")
     }
-  }
-
-  /// Whether `peer` may change the device now.
-  func decision(for peer: pid_t) -> DeviceControlRuns.Decision {
-    forgetGoneIfDue()
-    let ancestry = ancestry(of: peer)
-    return state.withLock { $0.runs.decide(ancestry) }
   }
 
   /// Serves `run allow|deny` for `peer`.
-  private func registration(_ words: [String], peer: pid_t) -> String {
+  private func registration(_ words: [String], peer: Peer) -> String {
     guard words.count == 1, words[0] == "allow" || words[0] == "deny" else {
       return ControlServer.error("bad run request (run allow or run deny)")
     }
-    if words[0] == "allow" { return "{\"ok\":true,\"run\":\(peer),\"recorded\":false}" }
-    let stat: ProcessStat
-    do { stat = try readStat(peer) } catch {
-      return ControlServer.error(
-        "cannot read process \(peer) (/proc/\(peer)/stat: \(error)): the run is not registered")
+    if words[0] == "allow" { return "{\"ok\":true,\"run\":\(peer.pid),\"recorded\":false}" }
+    guard let process = peer.process else {
+      let reason: String
+      if case .unknown(let why) = peer.ancestry { reason = why } else { reason = "unknown" }
+      return ControlServer.error("cannot read process \(peer.pid) (\(reason)): the run is not registered")
     }
     forgetGoneIfDue()
-    let ancestry = ancestry(of: peer)
-    let process = ProcessIdentity(pid: peer, startTime: stat.startTime)
-    let registration = state.withLock { $0.runs.register(process, ancestry: ancestry, allowsControl: false) }
-    if case .unknown(let reason) = ancestry {
-      note("run \(peer) recorded although its ancestry could not be read: \(reason)")
+    let registration = state.withLock { $0.runs.register(process, ancestry: peer.ancestry, allowsControl: false) }
+    if case .unknown(let reason) = peer.ancestry {
+      note("run \(peer.pid) recorded although its ancestry could not be read: \(reason)")
     }
-    return "{\"ok\":true,\"run\":\(peer),\"recorded\":\(registration == .recorded)}"
+    return "{\"ok\":true,\"run\":\(peer.pid),\"recorded\":\(registration == .recorded)}"
   }
 
   // MARK: - Processes

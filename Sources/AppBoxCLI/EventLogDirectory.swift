@@ -5,12 +5,38 @@ import Posix
 /// The event logs of one mountpoint (docs/reference.md, "Events"): a directory in its
 /// owner's runtime directory, `<hash>.events.d` (0700), with one log per mount named by the
 /// mount's id, `ID.jsonl`, and `ID.1.jsonl` once the daemon has rotated it. Readers believe
-/// only a directory and files of the mount's owner that no one else may write.
+/// only a directory and files of the mount's owner that no one else may write, and open a
+/// log without blocking (a FIFO put in its place holds no reader up). A mount's directory is
+/// reached through its runtime directory's descriptor (``location``), so that no rename of
+/// a directory on the runtime directory's path redirects the daemon or a reader.
 struct EventLogDirectory {
-  /// The directory's path.
+  /// The directory's path (for messages, and for programs told where a log is).
   let path: String
+  /// The path it is opened by: ``path``, or the same directory through its runtime
+  /// directory's descriptor (`/proc/self/fd/N/HASH.events.d`).
+  let location: String
   /// Who must own it and its logs.
   let owner: uid_t
+  /// The runtime directory ``location`` goes through, kept (and its descriptor open) as
+  /// long as this is.
+  private let runtime: RuntimeDirectory?
+
+  /// The directory at `path`, owned by `owner`, opened by that path.
+  init(path: String, owner: uid_t) {
+    self.path = path
+    self.location = path
+    self.owner = owner
+    runtime = nil
+  }
+
+  /// The event log directory of the mount whose runtime files are `files`, owned by
+  /// `owner`, opened through the runtime directory's descriptor.
+  init(_ files: MountFiles, owner: uid_t) {
+    path = files.eventLogs
+    location = files.eventLogsThroughDirectory
+    self.owner = owner
+    runtime = files.directory
+  }
 
   /// How many earlier mounts' logs, and how many bytes of them, a mountpoint keeps.
   static let retention = EventLogRetention()
@@ -47,11 +73,11 @@ struct EventLogDirectory {
   /// Creates the directory if needed and reserves a log for a mount starting now (a new
   /// empty file, made exclusively), then deletes earlier mounts' logs beyond
   /// ``retention`` (newest first kept).
-  /// - Returns: the mount's id and its log's path.
+  /// - Returns: the mount's id and the path its log is opened by (through ``location``).
   func createLog() throws(CLIError) -> (id: String, path: String) {
     var newest: String?
     for _ in 0..<64 {
-      do { try Sys.mkdir(path, 0o700) } catch {
+      do { try Sys.mkdir(location, 0o700) } catch {
         if error != .exists { throw CLIError(.osError, "cannot create the event log directory \(path): \(error)") }
       }
       let directory: Int32
@@ -72,7 +98,7 @@ struct EventLogDirectory {
           directory, Self.currentName(id), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
         Sys.close(fd)
         removeBeyondRetention(keeping: id)
-        return (id, path + "/" + Self.currentName(id))
+        return (id, location + "/" + Self.currentName(id))
       } catch {
         guard error == .exists else { throw CLIError(.osError, "cannot create an event log in \(path): \(error)") }
         newest = id  // taken meanwhile: the next one
@@ -99,7 +125,7 @@ struct EventLogDirectory {
     for log in stale { remove(log.id) }
     // Only a directory this emptied: an empty one may be a mount's that is starting.
     if !stale.isEmpty && stale.count == logs.count {
-      do { try Sys.unlinkat(AT_FDCWD, path, AT_REMOVEDIR) } catch {
+      do { try Sys.unlinkat(AT_FDCWD, location, AT_REMOVEDIR) } catch {
         // A log created meanwhile (not empty), or gone already: either is fine.
       }
     }
@@ -110,14 +136,14 @@ struct EventLogDirectory {
     let logs: [Log]
     do { logs = try self.logs() } catch { return }  // nothing readable to delete
     for log in logs { remove(log.id) }
-    do { try Sys.unlinkat(AT_FDCWD, path, AT_REMOVEDIR) } catch {
+    do { try Sys.unlinkat(AT_FDCWD, location, AT_REMOVEDIR) } catch {
       // A file of another name stays, and with it the directory.
     }
   }
 
   private func remove(_ id: String) {
     for name in [Self.previousName(id), Self.currentName(id)] {
-      do { try Sys.unlink(path + "/" + name) } catch {
+      do { try Sys.unlink(location + "/" + name) } catch {
         // Absent (a log never rotated has no previous segment) or not removable: kept.
       }
     }
@@ -215,7 +241,7 @@ struct EventLogDirectory {
   /// The directory, opened, if it is the owner's and no one else may write it.
   private func openDirectory() throws(CLIError) -> Int32 {
     let fd: Int32
-    do { fd = try Sys.openat(AT_FDCWD, path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) } catch {
+    do { fd = try Sys.openat(AT_FDCWD, location, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) } catch {
       if error == .noEntry { throw CLIError(.noInput, "no event logs in \(path)") }
       throw CLIError(.noPermission, "cannot open the event log directory \(path): \(error)")
     }
@@ -231,10 +257,12 @@ struct EventLogDirectory {
     return fd
   }
 
-  /// A segment, opened, if it exists; refused unless a regular file of the owner's.
+  /// A segment, opened, if it exists; refused unless a regular file of the owner's. Opened
+  /// with `O_NONBLOCK` (which a regular file ignores): a FIFO put in its place is refused
+  /// at once instead of blocking the reader until someone writes to it.
   private func openFile(_ directory: Int32, _ name: String) throws(CLIError) -> Int32? {
     let fd: Int32
-    do { fd = try Sys.openat(directory, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC) } catch {
+    do { fd = try Sys.openat(directory, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC) } catch {
       if error == .noEntry { return nil }
       throw CLIError(.noPermission, "cannot read \(path)/\(name): \(error)")
     }
@@ -263,7 +291,7 @@ struct EventLogDirectory {
 extension EventLogDirectory {
   /// The event logs of a live mount, in its owner's runtime directory.
   init(_ target: ControlClient.Target) {
-    self.init(path: target.files.eventLogs, owner: target.owner)
+    self.init(target.files, owner: target.owner)
   }
 
   /// The current mount's id, as its daemon tells (`appbox status`'s `eventLog.id`).

@@ -50,9 +50,11 @@ extension ControlCommands {
     var segments = try logs.directory.openSegments(chosen)
     defer { for fd in segments { Sys.close(fd) } }
     let path = logs.directory.path + "/" + EventLogDirectory.currentName(chosen)
+    // Watched by the path it is opened by (through the runtime directory's descriptor).
+    let watched = logs.directory.location + "/" + EventLogDirectory.currentName(chosen)
     // Only the current mount's log grows.
     let following = follow && chosen == logs.current
-    let appends = following ? watchAppends(path) : nil
+    let appends = following ? watchAppends(watched) : nil
     defer { if let appends { Sys.close(appends) } }
     var tail = LineTail()
     for fd in segments.dropLast() { _ = try copy(fd, path: path, tail: &tail) }
@@ -72,7 +74,7 @@ extension ControlCommands {
           segments.append(next[next.count - 1])
         }
         if let appends {
-          do throws(Errno) { try Inotify.watchWrites(appends, path: path) } catch {
+          do throws(Errno) { try Inotify.watchWrites(appends, path: watched) } catch {
             // No watch left: the loop below still looks again every second.
           }
         }
@@ -171,8 +173,7 @@ struct MountLogs {
       guard error.code == .busy else { throw error }
       let resolved: String
       do { resolved = try Sys.realpath(path) } catch { throw CLIError(.noInput, "\(path): \(error)") }
-      let directory = EventLogDirectory(
-        path: try RuntimeDirectory.current().files(for: resolved).eventLogs, owner: Sys.effectiveUID)
+      let directory = EventLogDirectory(try RuntimeDirectory.current().files(for: resolved), owner: Sys.effectiveUID)
       guard !needsCurrent else {
         throw CLIError(
           error.code, error.message + "; the logs of its earlier mounts: appbox events --list \(resolved)")

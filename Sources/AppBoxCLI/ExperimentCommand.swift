@@ -135,7 +135,7 @@ enum ExperimentCommand {
       throw error
     }
     let files = try RuntimeDirectory.current().files(for: SandboxMount.resolved(mountpoint))
-    let logs = EventLogDirectory(path: files.eventLogs, owner: Sys.effectiveUID)
+    let logs = EventLogDirectory(files, owner: Sys.effectiveUID)
     let id: String
     do throws(CLIError) { id = try EventLogDirectory.currentID(of: try ControlClient.target(mountpoint)) } catch {
       SandboxMount(mountpoint: mountpoint, mountedHere: true, temporaryDirectory: directory).finish()
@@ -169,7 +169,7 @@ enum ExperimentCommand {
     }
     // The mountpoint was the run's own: its logs go with it.
     logs.removeAll()
-    removeIfEmpty(files.log)
+    removeIfEmpty(files)
     let parsed = EventLogParser.parse(bytes)
     var result = ExperimentRun(
       capacity: capacity, policy: policy?.rawValue, run: run, exitStatus: status, seconds: seconds,
@@ -304,11 +304,12 @@ enum ExperimentCommand {
     return path
   }
 
-  /// Removes the daemon's log of a run when it wrote nothing (it explains failures).
-  static func removeIfEmpty(_ path: String) {
+  /// Removes the daemon's log of a run when it wrote nothing (it explains failures),
+  /// through the runtime directory's descriptor.
+  static func removeIfEmpty(_ files: MountFiles) {
     do throws(Errno) {
-      guard try Sys.lstatPath(path).st_size == 0 else { return }
-      try Sys.unlink(path)
+      guard try Sys.fstatat(files.directory.fd, files.logName, AT_SYMLINK_NOFOLLOW).st_size == 0 else { return }
+      try files.remove(files.logName)
     } catch {
       // Absent (the daemon wrote none) or not removable: nothing to tidy.
     }

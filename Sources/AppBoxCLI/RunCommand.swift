@@ -15,7 +15,8 @@ enum RunCommand {
       temporary directory, with the mount options (appbox mount --help), and unmounts
       after the program. Without MOUNTPOINT and
       --backing the data lives in a temporary backing directory that is deleted afterwards;
-      with --backing alone, a mount of that backing directory is reused if there is one.
+      with --backing alone, a mount of yours of that backing directory is reused if there
+      is one (another user's never is).
       A sandbox mounted for the run starts UNLOCKED (--bfu: before first unlock).
       The daemon refuses lock, unlock, purge and resize from PROGRAM and its descendants
       (77) unless --allow-device-control is given; your own terminal keeps control.
@@ -213,8 +214,18 @@ struct SandboxMount {
         guard mount.type == "fuse.appbox" else {
           throw CLIError(.busy, "\(path) is already mounted (\(mount.type)) and is not an AppBox sandbox")
         }
-        if let backing = plan.backing, let serving = Self.backing(of: path), serving != Self.resolved(backing) {
-          throw CLIError(.busy, "\(path) is an AppBox mount of \(serving), not of \(backing)")
+        if let backing = plan.backing {
+          // What another user's daemon says it serves proves nothing: only the caller's own
+          // mounts are checked against --backing.
+          guard let owner = mount.ownerUID, owner == Sys.effectiveUID else {
+            throw CLIError(
+              .noPermission,
+              "\(path) is the AppBox mount of uid \(mount.ownerUID.map(String.init) ?? "?"), whose backing directory cannot be confirmed: --backing is checked only against your own mounts"
+            )
+          }
+          if let serving = Self.backing(of: path), serving != Self.resolved(backing) {
+            throw CLIError(.busy, "\(path) is an AppBox mount of \(serving), not of \(backing)")
+          }
         }
         return try reused(path, plan)
       }
@@ -365,9 +376,14 @@ struct SandboxMount {
     return (ControlClient.object(reply)["status"] as? [String: Any])?["backing"] as? String
   }
 
-  /// The mountpoint of an AppBox mount of `backing` that we can control, if any.
+  /// The mountpoint of an AppBox mount of `backing` of the caller's own, if any: the mount
+  /// table names the caller as its owner (`user_id=`, set by the kernel) and its daemon,
+  /// verified as the caller's (``ControlClient``), says it serves `backing`. Another
+  /// user's mount is never reused, whatever its daemon says (for root too: that daemon is
+  /// the other user's program).
   static func mount(serving backing: String) throws(CLIError) -> String? {
-    try MountTable.mounts().filter { $0.type == "fuse.appbox" }.map(\.mountpoint).first {
+    let me = Sys.effectiveUID
+    return try MountTable.mounts().filter { $0.type == "fuse.appbox" && $0.ownerUID == me }.map(\.mountpoint).first {
       Self.backing(of: $0) == backing
     }
   }

@@ -1,130 +1,135 @@
 import Foundation
 import Posix
 
-/// Where a running mount keeps its pid file, log and control socket: a directory only its
-/// owner can enter (`$XDG_RUNTIME_DIR/appbox`, else `/run/appbox` for root, else
-/// `/tmp/appbox-UID`), one set of files per mountpoint. In `/tmp` anyone can take the
-/// name first: when `/tmp/appbox-UID` is not a directory of the user's that no one else
-/// may write, the user's files go to a private directory of their own,
+/// Where a running mount keeps its pid file, log, event log and control socket: a directory
+/// only its owner can enter (`$XDG_RUNTIME_DIR/appbox`, else `/run/appbox` for root, else
+/// `/tmp/appbox-UID`), one set of files per mountpoint (``MountFiles``).
+///
+/// It is opened once, after checks that no one but its owner and root can have put it or
+/// anything in it there (``open(_:for:create:)``: every directory on its path belongs to
+/// root or the owner, and one that others may write has the sticky bit), and every file in
+/// it is reached through that descriptor with `*at()` calls that follow no symlink: a
+/// directory renamed or replaced after the checks changes nothing. In `/tmp` anyone can
+/// take the name first: when `/tmp/appbox-UID` is not a directory of the user's that no one
+/// else may write, the user's files go to a private directory of their own,
 /// `/tmp/appbox-UID-XXXXXX` (`mkdtemp`), which those who look for them find by that name
-/// and the same checks (``isPrivate(to:)``).
-struct RuntimeDirectory {
+/// and the same checks. An `XDG_RUNTIME_DIR` that is not safe to use (another user's, as
+/// after `su` without `-`, or below a directory others may write) is passed over for the
+/// directory the user would have without it, with a notice.
+final class RuntimeDirectory: Sendable {
+  /// Its path, for messages and for what is named to others (`APPBOX_EVENTS`); nothing is
+  /// opened by it after ``open(_:for:create:)``.
   let path: String
+  /// The directory, open (`O_PATH`) since it was checked: every runtime file is reached
+  /// through it. Closed when this object goes (a daemon keeps it for its life).
+  let fd: Int32
+  /// Its owner: the user whose runtime files it holds (the only one, with root, who can
+  /// put anything in it).
+  let owner: uid_t
 
-  /// This user's runtime directory, created (0700) if missing; refused unless it is a
-  /// directory of this user's that no one else can write. In `/tmp`, where another user
-  /// may have taken `/tmp/appbox-UID`, the user's own `/tmp/appbox-UID-XXXXXX` instead
-  /// (the first there is, or a new one, with a notice on standard error).
-  static func current() throws(CLIError) -> RuntimeDirectory {
-    let environment = ProcessInfo.processInfo.environment
-    let uid = Sys.effectiveUID
-    let path: String
-    if let xdg = environment["XDG_RUNTIME_DIR"], xdg.hasPrefix("/") {
-      path = xdg + "/appbox"
-    } else if uid == 0 {
-      path = "/run/appbox"
-    } else {
-      return try shared(for: uid)
-    }
-    let directory = RuntimeDirectory(path: path)
-    switch try directory.claim(for: uid) {
-    case .ready: return directory
-    case .notPrivate(let why):
-      throw CLIError(.noPermission, "the runtime directory \(path) is not a directory owned by you (\(why))")
-    }
+  init(path: String, fd: Int32, owner: uid_t) {
+    self.path = path
+    self.fd = fd
+    self.owner = owner
   }
 
-  /// `/tmp/appbox-UID` when it is `uid`'s and private, else `uid`'s own fallback.
-  private static func shared(for uid: uid_t) throws(CLIError) -> RuntimeDirectory {
-    let usual = RuntimeDirectory(path: "/tmp/appbox-\(uid)")
-    let why: String
-    switch try usual.claim(for: uid) {
-    case .ready: return usual
-    case .notPrivate(let reason): why = reason
+  deinit { Sys.close(fd) }
+
+  /// This user's runtime directory, created (0700) if missing (``open(_:for:create:)``).
+  /// - Parameters:
+  ///   - environment: where `XDG_RUNTIME_DIR` is read.
+  ///   - uid: the user (this process's effective one).
+  ///   - notice: where a notice goes when the usual directory is not used (standard error).
+  static func current(
+    environment: [String: String] = ProcessInfo.processInfo.environment, uid: uid_t = Sys.effectiveUID,
+    notice: (String) -> Void = { FileHandle.standardError.write(Data("appbox: \($0)\n".utf8)) }
+  ) throws(CLIError) -> RuntimeDirectory {
+    if let xdg = environment["XDG_RUNTIME_DIR"], xdg.hasPrefix("/") {
+      let path = xdg + (xdg.hasSuffix("/") ? "" : "/") + "appbox"
+      let why: String
+      switch try open(path, for: uid, create: true) {
+      case .opened(let directory): return directory
+      case .missing:
+        throw CLIError(.osError, "cannot create the runtime directory \(path): XDG_RUNTIME_DIR does not exist")
+      case .unsafe(let reason), .unsafeParent(let reason): why = reason
+      }
+      let instead = try usual(for: uid, notice: notice)
+      notice("\(path) is not safe for runtime files (\(why)): they go to \(instead.path) instead")
+      return instead
     }
-    if let fallback = fallbacks(for: uid).first { return fallback }
+    return try usual(for: uid, notice: notice)
+  }
+
+  /// The directory `uid` has without `XDG_RUNTIME_DIR`: `/run/appbox` for root, else
+  /// `/tmp/appbox-UID` when it is `uid`'s and private, else `uid`'s own fallback.
+  private static func usual(for uid: uid_t, notice: (String) -> Void) throws(CLIError) -> RuntimeDirectory {
+    if uid == 0 {
+      let path = "/run/appbox"
+      switch try open(path, for: uid, create: true) {
+      case .opened(let directory): return directory
+      case .missing: throw CLIError(.osError, "cannot create the runtime directory \(path): /run does not exist")
+      case .unsafe(let why), .unsafeParent(let why):
+        throw CLIError(.noPermission, "the runtime directory \(path) is not safe to use (\(why))")
+      }
+    }
+    let usual = "/tmp/appbox-\(uid)"
+    let why: String
+    switch try open(usual, for: uid, create: true) {
+    case .opened(let directory): return directory
+    case .missing: throw CLIError(.osError, "cannot create the runtime directory \(usual): /tmp does not exist")
+    case .unsafeParent(let reason):
+      throw CLIError(
+        .noPermission,
+        "no safe runtime directory in /tmp (\(reason)): set XDG_RUNTIME_DIR to a private directory of yours")
+    case .unsafe(let reason): why = reason
+    }
+    if let fallback = try fallbacks(for: uid).first { return fallback }
     let made: String
     do { made = try Sys.makeTemporaryDirectory(prefix: fallbackPrefix(for: uid)) } catch {
-      throw CLIError(.osError, "cannot create a runtime directory in /tmp (\(usual.path) is \(why)): \(error)")
+      throw CLIError(.osError, "cannot create a runtime directory in /tmp (\(usual) is \(why)): \(error)")
     }
-    FileHandle.standardError.write(
-      Data("appbox: \(usual.path) is \(why), so not safe to use: runtime files go to \(made) instead\n".utf8))
-    return RuntimeDirectory(path: made)
-  }
-
-  /// What ``claim(for:)`` found.
-  private enum Claim {
-    /// A directory of the user's that no one else may write (made private if it was not).
-    case ready
-    /// Something else: what (for messages).
-    case notPrivate(String)
-  }
-
-  /// Creates this directory (0700) for `uid` if it is missing, and says whether `uid` may
-  /// use it: a real directory (not a symlink) that `uid` owns and no one else may write.
-  /// One only others may read or search is made private.
-  /// - Throws: when it can neither be created nor looked at.
-  private func claim(for uid: uid_t) throws(CLIError) -> Claim {
-    do { try Sys.mkdir(path, 0o700) } catch {
-      if error != .exists {
-        throw CLIError(.osError, "cannot create the runtime directory \(path): \(error)")
-      }
+    guard case .opened(let directory) = try open(made, for: uid, create: false) else {
+      throw CLIError(.osError, "the runtime directory \(made) just made is not private to uid \(uid)")
     }
-    let st: stat
-    do { st = try Sys.lstatPath(path) } catch {
-      throw CLIError(.osError, "cannot read the runtime directory \(path): \(error)")
-    }
-    guard st.st_mode & S_IFMT == S_IFDIR else { return .notPrivate("not a directory") }
-    guard st.st_uid == uid else { return .notPrivate("owned by uid \(st.st_uid)") }
-    // Writable by others once: what it holds may have been put there by them.
-    guard st.st_mode & 0o022 == 0 else {
-      return .notPrivate("writable by others (mode \(String(st.st_mode & 0o7777, radix: 8)))")
-    }
-    if st.st_mode & 0o077 != 0 {
-      do { try Sys.chmod(path, 0o700) } catch {
-        throw CLIError(.osError, "cannot make the runtime directory \(path) private: \(error)")
-      }
-    }
-    return .ready
+    notice("\(usual) is \(why), so not safe to use: runtime files go to \(made) instead")
+    return directory
   }
 
   /// The beginning of the names of `uid`'s fallback directories in `/tmp`.
   static func fallbackPrefix(for uid: uid_t) -> String { "/tmp/appbox-\(uid)-" }
 
-  /// `uid`'s fallback directories in `/tmp` (``current()``), by name: those of the form
-  /// `/tmp/appbox-UID-XXXXXX` that are `uid`'s and private. None when `/tmp` cannot be
-  /// listed (then nothing there can be trusted to be `uid`'s either).
-  static func fallbacks(for uid: uid_t) -> [RuntimeDirectory] {
+  /// `uid`'s fallback directories in `/tmp` (``current(environment:uid:notice:)``), by
+  /// name: those of the form `/tmp/appbox-UID-XXXXXX` that are `uid`'s and private, opened.
+  /// None when `/tmp` cannot be listed (then nothing there can be trusted to be `uid`'s).
+  static func fallbacks(for uid: uid_t) throws(CLIError) -> [RuntimeDirectory] {
     let prefix = fallbackPrefix(for: uid)
     let name = String(prefix.dropFirst("/tmp/".count))
     guard let fd = try? Sys.openat(AT_FDCWD, "/tmp", O_RDONLY | O_DIRECTORY | O_CLOEXEC),
       let stream = try? DirectoryStream(fd: fd)
     else { return [] }  // absent is the meaning: no directory there is known to be uid's
-    var found: [RuntimeDirectory] = []
+    var names: [String] = []
     while let item = try? stream.next() {
       let entry = String(cString: item.name)
-      guard entry.hasPrefix(name), entry.count == name.count + 6 else { continue }
-      let directory = RuntimeDirectory(path: "/tmp/" + entry)
-      if directory.isPrivate(to: uid) { found.append(directory) }
+      if entry.hasPrefix(name), entry.count == name.count + 6 { names.append(entry) }
     }
-    return found.sorted { $0.path < $1.path }
+    var found: [RuntimeDirectory] = []
+    for entry in names.sorted() {
+      if case .opened(let directory) = try open("/tmp/" + entry, for: uid, create: false) { found.append(directory) }
+    }
+    return found
   }
 
   /// The runtime directories a daemon run by `uid` uses without `XDG_RUNTIME_DIR`, or
   /// with the one a login session gives (`/run/user/UID`): where root looks for another
-  /// user's daemon. Only those that `uid` owns and no one else may write are returned.
-  static func standard(for uid: uid_t) -> [RuntimeDirectory] {
+  /// user's daemon. Only those that pass ``open(_:for:create:)`` for `uid`, opened.
+  static func standard(for uid: uid_t) throws(CLIError) -> [RuntimeDirectory] {
     var paths = ["/run/user/\(uid)/appbox", "/tmp/appbox-\(uid)"]
     if uid == 0 { paths.insert("/run/appbox", at: 0) }
-    return paths.map(RuntimeDirectory.init(path:)).filter { $0.isPrivate(to: uid) } + fallbacks(for: uid)
-  }
-
-  /// Whether this directory is a real directory owned by `uid` that no one else may
-  /// write (so a socket inside it was put there by `uid` or root).
-  func isPrivate(to uid: uid_t) -> Bool {
-    // Absent is the meaning: what cannot be looked at is not known to be uid's.
-    guard let st = try? Sys.lstatPath(path) else { return false }
-    return st.st_mode & S_IFMT == S_IFDIR && st.st_uid == uid && st.st_mode & 0o022 == 0
+    var found: [RuntimeDirectory] = []
+    for path in paths {
+      if case .opened(let directory) = try open(path, for: uid, create: false) { found.append(directory) }
+    }
+    return found + (try fallbacks(for: uid))
   }
 
   /// How long the log and event logs of a mount that is gone are kept.
@@ -137,34 +142,32 @@ struct RuntimeDirectory {
   func pruneOldLogs(now: Double = Clock.unix()) {
     // Absent is the meaning of each `try?` here: what cannot be listed, read or removed is
     // not known to be stale, and stays.
-    guard let fd = try? Sys.openat(AT_FDCWD, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC),
-      let stream = try? DirectoryStream(fd: fd)
+    guard let listing = try? Sys.openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC),
+      let stream = try? DirectoryStream(fd: listing)
     else { return }
     var stale: [String] = []
-    var logDirectories: [String] = []
+    var logDirectories: [MountFiles] = []
     while let item = try? stream.next() {
       let name = String(cString: item.name)
       if name.hasSuffix(".events.d") {
         // A mountpoint's event logs (EventLogDirectory): pruned log by log, by age.
-        let files = MountFiles(base: path + "/" + name.dropLast(".events.d".count))
+        let files = MountFiles(directory: self, base: String(name.dropLast(".events.d".count)))
         if case .success(nil) = Result(catching: { () throws(Errno) in try files.daemon() }) {
-          logDirectories.append(path + "/" + name)
+          logDirectories.append(files)
         }
         continue
       }
       guard let dot = name.lastIndex(of: "."), [".log", ".events"].contains(String(name[dot...])) else { continue }
-      let files = MountFiles(base: path + "/" + name[..<dot])
+      let files = MountFiles(directory: self, base: String(name[..<dot]))
       // A pid file that cannot be read may name a running daemon: its logs stay.
       guard case .success(nil) = Result(catching: { () throws(Errno) in try files.daemon() }),
-        let st = try? Sys.lstatPath(path + "/" + name),
+        let st = try? Sys.fstatat(fd, name, AT_SYMLINK_NOFOLLOW),
         Double(st.st_mtim.tv_sec) < now - Self.logLifetime
       else { continue }
-      stale.append(path + "/" + name)
+      stale.append(name)
     }
-    for file in stale { try? Sys.unlink(file) }
-    for directory in logDirectories {
-      EventLogDirectory(path: directory, owner: Sys.effectiveUID).removeStale(now: now)
-    }
+    for name in stale { try? Sys.unlinkat(fd, name, 0) }
+    for files in logDirectories { EventLogDirectory(files, owner: owner).removeStale(now: now) }
   }
 
   /// The files of the mount at `mountpoint` (an absolute, resolved path).
@@ -175,42 +178,6 @@ struct RuntimeDirectory {
       hash ^= UInt64(byte)
       hash = hash &* 0x100_0000_01b3
     }
-    return MountFiles(base: path + "/" + String(hash, radix: 16))
-  }
-}
-
-/// The runtime files of one mount.
-struct MountFiles {
-  let pid: String
-  let log: String
-  let socket: String
-  /// The directory of the mountpoint's event logs, one per mount (EventLogDirectory).
-  let eventLogs: String
-
-  /// The files of the mount whose names start with `base` (`<runtime>/<hash>`).
-  init(base: String) {
-    pid = base + ".pid"
-    log = base + ".log"
-    socket = base + ".sock"
-    eventLogs = base + ".events.d"
-  }
-
-  /// The daemon's process id, if its pid file names a live process. Nil also when the pid
-  /// file cannot be read: a client then believes no peer (``ControlClient/verifyPeer(_:of:)``).
-  var daemonPID: pid_t? { try? daemon() }
-
-  /// The daemon's process id, if its pid file names a live process; nil when there is no
-  /// pid file or it names none.
-  /// - Throws: when the pid file is there but cannot be read.
-  func daemon() throws(Errno) -> pid_t? {
-    let bytes: [UInt8]
-    do { bytes = try Sys.readFile(pid) } catch {
-      if error == .noEntry { return nil }
-      throw error
-    }
-    guard let value = pid_t(String(decoding: bytes, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)),
-      value > 0, Spawn.isRunning(value)
-    else { return nil }
-    return value
+    return MountFiles(directory: self, base: String(hash, radix: 16))
   }
 }

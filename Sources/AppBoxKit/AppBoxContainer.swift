@@ -42,6 +42,15 @@ public struct AppBoxContainer: Sendable, Hashable {
     }
   }
 
+  /// The user who mounted the container (the kernel's `user_id=` of the AppBox mount its
+  /// root is on, found by device number in the mount table): whose daemon writes its event
+  /// log. Nil when it cannot be found.
+  var mountOwner: uid_t? {
+    // Absent is the meaning of each `try?`: an owner that cannot be read is not known.
+    guard let st = try? Sys.statPath(root), let mounts = try? Sys.mounts() else { return nil }
+    return mounts.last { $0.type == "fuse.appbox" && $0.deviceNumber == st.st_dev }?.ownerUID
+  }
+
   /// A read-only attribute of the root, as text.
   func rootValue(_ attribute: AppBoxAttribute) -> String? {
     do throws(Errno) {

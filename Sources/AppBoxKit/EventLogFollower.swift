@@ -20,6 +20,8 @@ final class EventLogFollower: @unchecked Sendable {
   // @unchecked: `pending` and the descriptors in `files` are touched only on `queue` (the
   // read source's handlers) after init; the source is cancelled once.
   private let path: String
+  /// Who must own the log's segments (the mount's owner).
+  private let owner: uid_t
   private let files: Files
   private let source: DispatchSourceRead
   private var pending: [UInt8] = []
@@ -44,13 +46,16 @@ final class EventLogFollower: @unchecked Sendable {
     case newerVersion(Int)
   }
 
-  /// Starts following the log at `path`.
+  /// Starts following the log at `path`, whose segments must be regular files of `owner`
+  /// (the mount's owner, whose daemon writes them).
   /// - Throws: ``Refusal``: the caller falls back to polling.
-  init(path: String, queue: DispatchQueue, handle: @escaping @Sendable (DeviceStateChange) -> Void) throws(Refusal) {
+  init(
+    path: String, owner: uid_t, queue: DispatchQueue, handle: @escaping @Sendable (DeviceStateChange) -> Void
+  ) throws(Refusal) {
     let notify: Int32
     do { notify = try Inotify.open() } catch { throw .unavailable(error) }
     let file: Int32
-    do { file = try Self.open(path, notify: notify) } catch {
+    do { file = try Self.open(path, owner: owner, notify: notify) } catch {
       Sys.close(notify)
       throw .unavailable(error)
     }
@@ -63,6 +68,7 @@ final class EventLogFollower: @unchecked Sendable {
       throw error
     }
     self.path = path
+    self.owner = owner
     self.handle = handle
     let files = Files(file: file, notify: notify)
     self.files = files
@@ -80,12 +86,16 @@ final class EventLogFollower: @unchecked Sendable {
   /// Stops following; the descriptors are closed once the queue is done with them.
   func cancel() { source.cancel() }
 
-  /// Opens the log at `path` for reading and watches it for appends.
-  private static func open(_ path: String, notify: Int32) throws(Errno) -> Int32 {
+  /// Opens the log at `path` for reading and watches it for appends. It is opened without
+  /// following a final symlink and without blocking (`O_NONBLOCK`, which a regular file
+  /// ignores: a FIFO put in its place holds nothing up), and refused (EPERM) unless it is
+  /// a regular file of `owner`.
+  private static func open(_ path: String, owner: uid_t, notify: Int32) throws(Errno) -> Int32 {
     try Inotify.watchWrites(notify, path: path)
-    let file = try Sys.open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
+    let file = try Sys.open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC)
     do throws(Errno) {
-      guard try Sys.fstat(file).st_mode & S_IFMT == S_IFREG else { throw Errno.invalidArgument }
+      let st = try Sys.fstat(file)
+      guard st.st_mode & S_IFMT == S_IFREG, st.st_uid == owner else { throw Errno.notPermitted }
     } catch {
       Sys.close(file)
       throw error
@@ -120,11 +130,12 @@ final class EventLogFollower: @unchecked Sendable {
   private func openSegment(_ segment: Int) throws(Errno) -> Int32 {
     for candidate in [path, EventLogFormat.previousSegmentPath(of: path)] {
       let file: Int32
-      do { file = try Self.open(candidate, notify: files.notify) } catch { continue }  // no previous segment
+      // A candidate that fails: no previous segment, or not the owner's regular file.
+      do { file = try Self.open(candidate, owner: owner, notify: files.notify) } catch { continue }
       if Self.header(file)?.segment == segment { return file }
       Sys.close(file)
     }
-    return try Self.open(path, notify: files.notify)
+    return try Self.open(path, owner: owner, notify: files.notify)
   }
 
   /// Reads what was appended since the last read and hands on its state changes; after a

@@ -81,14 +81,17 @@ public final class ProtectedDataMonitor: Sendable {
     guard let container else { return }
     watch.withLock { watch in
       guard watch.source == .none else { return }
-      if let eventLog {
+      // A log is believed only as the mount owner's (whose daemon writes it); when the
+      // owner cannot be found, the state is polled.
+      if let eventLog, let owner = container.mountOwner {
         do {
           watch.follower = try EventLogFollower(
-            path: eventLog, queue: queue, handle: { [weak self] change in self?.post(change) })
+            path: eventLog, owner: owner, queue: queue, handle: { [weak self] change in self?.post(change) })
           watch.source = .eventLog
           return
         } catch {
-          // No inotify instance or watch left, the log gone, or a newer format: polled.
+          // No inotify instance or watch left, the log gone or not the owner's regular
+          // file, or a newer format: polled.
         }
       }
       watch.last = container.deviceState

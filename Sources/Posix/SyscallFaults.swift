@@ -46,6 +46,9 @@ public enum Syscall: String, Hashable, Sendable, CaseIterable {
   case setfsuid
   /// `accept4` (``UnixSocket/accept(_:)``).
   case accept
+  /// `getsockopt(SO_PEERPIDFD)` (``PeerProcess/of(_:)``): ENOPROTOOPT makes it take the
+  /// path of a kernel older than 6.5.
+  case peerPIDFD
 }
 
 /// How one injected fault behaves.

@@ -95,6 +95,25 @@ extension Sys {
     }
   }
 
+  /// Replaces the file `name` in the directory open as `directory` with `bytes` in one
+  /// step (a new file `name.new`, created with `mode` exactly, never through a symlink,
+  /// renamed over the old one): nothing is resolved by path again.
+  public static func replaceFile(in directory: Int32, _ name: String, with bytes: [UInt8], mode: mode_t) throws(Errno) {
+    let temporary = name + ".new"
+    _ = Glibc.unlinkat(directory, temporary, 0)
+    let fd = try openat(directory, temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode)
+    do {
+      try check(Glibc.fchmod(fd, mode))  // the umask does not decide
+      try writeAll(fd, bytes)
+      close(fd)
+      try check(Glibc.renameat(directory, temporary, directory, name))
+    } catch {
+      close(fd)
+      _ = Glibc.unlinkat(directory, temporary, 0)
+      throw error
+    }
+  }
+
   /// `mkdir(2)`.
   public static func mkdir(_ path: String, _ mode: mode_t) throws(Errno) {
     try check(Glibc.mkdir(path, mode))

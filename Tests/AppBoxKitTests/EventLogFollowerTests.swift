@@ -29,7 +29,9 @@ struct EventLogFollowerTests {
     let log = EventLog(path: path, id: "20260101-000000-0001", limits: EventLogLimits(segmentBytes: 2048))
     log.flush()
     let changes = Changes()
-    let follower = try EventLogFollower(path: path, queue: DispatchQueue(label: "follower")) { changes.append($0) }
+    let follower = try EventLogFollower(path: path, owner: geteuid(), queue: DispatchQueue(label: "follower")) {
+      changes.append($0)
+    }
     defer { follower.cancel() }
     let states: [DeviceState] = [.unlocked, .grace, .locked]
     var expected: [DeviceStateChange] = []
@@ -68,7 +70,33 @@ struct EventLogFollowerTests {
     try Sys.replaceFile(
       path, with: Array(#"{"type":"log","version":2,"mount":"x","time":1,"segment":0}"#.utf8) + [0x0A], mode: 0o600)
     #expect(throws: EventLogFollower.Refusal.newerVersion(2)) {
-      _ = try EventLogFollower(path: path, queue: DispatchQueue(label: "follower")) { _ in }
+      _ = try EventLogFollower(path: path, owner: geteuid(), queue: DispatchQueue(label: "follower")) { _ in }
+    }
+  }
+
+  @Test("a FIFO or another user's file as the log is refused at once (the caller polls), never blocks")
+  func notTheOwnersFile() throws {
+    let directory = try Sys.makeTemporaryDirectory(prefix: "/tmp/appbox-follower.")
+    defer { _ = try? FileManager.default.removeItem(atPath: directory) }  // best effort
+    let fifo = directory + "/fifo.jsonl"
+    #expect(mkfifo(fifo, 0o600) == 0)
+    // A writer that comes only if the open blocks, after 20 s, so that a failure ends.
+    let writer = Thread {
+      Thread.sleep(forTimeInterval: 20)  // the time given to the open, not a wait on it
+      let fd = open(fifo, O_WRONLY | O_NONBLOCK)
+      if fd >= 0 { close(fd) }
+    }
+    writer.start()
+    let start = Clock.monotonic()
+    #expect(throws: EventLogFollower.Refusal.unavailable(.notPermitted)) {
+      _ = try EventLogFollower(path: fifo, owner: geteuid(), queue: DispatchQueue(label: "follower")) { _ in }
+    }
+    #expect(Clock.monotonic() - start < 15, "the open of the FIFO blocked")
+    let theirs = directory + "/theirs.jsonl"
+    try Sys.replaceFile(theirs, with: [], mode: 0o644)
+    #expect(chown(theirs, 65534, 65534) == 0)
+    #expect(throws: EventLogFollower.Refusal.unavailable(.notPermitted)) {
+      _ = try EventLogFollower(path: theirs, owner: geteuid(), queue: DispatchQueue(label: "follower")) { _ in }
     }
   }
 }

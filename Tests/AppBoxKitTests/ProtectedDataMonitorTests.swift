@@ -83,6 +83,35 @@ struct ProtectedDataMonitorTests {
     try mount.unmount()
   }
 
+  @Test("an event log that is a FIFO or another user's file is not followed (polled instead), and blocks nothing")
+  func foreignEventLog() throws {
+    let mount = try TestMount(["--grace", "0"])
+    let container = AppBoxContainer.containing(mount.mountpoint)
+    let fifo = mount.directory.path + "/fifo.events"
+    #expect(mkfifo(fifo, 0o600) == 0)
+    let theirs = mount.directory.path + "/theirs.events"
+    #expect(FileManager.default.createFile(atPath: theirs, contents: Data()))
+    #expect(chown(theirs, 65534, 65534) == 0)
+    for log in [fifo, theirs] {
+      let monitor = ProtectedDataMonitor(container: container, eventLog: log)
+      let started = DispatchSemaphore(value: 0)
+      Thread {
+        monitor.start()
+        started.signal()
+      }.start()
+      if started.wait(timeout: .now() + 20) == .timedOut {
+        Issue.record("start() blocked on \(log)")
+        // Lets the blocked open of the FIFO go (a writer comes).
+        let writer = open(fifo, O_WRONLY | O_NONBLOCK)
+        if writer >= 0 { close(writer) }
+        _ = started.wait(timeout: .now() + 20)
+      }
+      #expect(monitor.source == .polling, "\(log)")
+      monitor.stop()
+    }
+    try mount.unmount()
+  }
+
   @Test("outside a mount nothing is watched and protected data is available")
   func outside() {
     let monitor = ProtectedDataMonitor(container: nil, eventLog: nil)

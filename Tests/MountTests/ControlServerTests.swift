@@ -182,8 +182,8 @@ struct ControlServerTests {
     for _ in 0..<16 { idle.append(try UnixSocket.connect(to: socket)) }
     let extra = try UnixSocket.connect(to: socket)
     defer { close(extra) }
-    try UnixSocket.setTimeouts(extra, milliseconds: 3000)
-    let reply = String(decoding: UnixSocket.readLine(extra) ?? [], as: UTF8.self)
+    let reply = String(
+      decoding: UnixSocket.readLine(extra, deadline: Clock.monotonic() + 3).line ?? [], as: UTF8.self)
     #expect(reply.contains("busy"), "the 17th connection got: \(reply)")
     idle.forEach { close($0) }
     idle = []
@@ -204,6 +204,66 @@ struct ControlServerTests {
       served,
       "status after the idle clients left; the last attempt: \(lastError); daemon alive: \(alive); its log: \(log ?? "none")"
     )
+    try fixture.unmount()
+  }
+
+  @Test("16 clients trickling a byte a second hold no connection past its deadline: status gets through in its retry")
+  func tricklingClients() throws {
+    let fixture = try MountFixture.unlocked()
+    let socket = ControlFiles.path(for: fixture.mountpoint, "sock")
+    var held: [Int32] = []
+    defer { held.forEach { close($0) } }
+    for _ in 0..<16 {
+      let fd = try UnixSocket.connect(to: socket)
+      held.append(fd)
+      UnixSocket.writeAll(fd, Array("l".utf8), deadline: Clock.monotonic() + 5)
+    }
+    // Every connection is held: one more is turned away.
+    let probe = try UnixSocket.connect(to: socket)
+    let busy = String(decoding: UnixSocket.readLine(probe, deadline: Clock.monotonic() + 5).line ?? [], as: UTF8.self)
+    close(probe)
+    #expect(busy.contains("busy"), "\(busy)")
+    // A byte a second on each, never a newline, until the daemon closes them.
+    let trickle = Thread { [held] in
+      var open = Set(held)
+      let end = Date().addingTimeInterval(30)
+      while !open.isEmpty && Date() < end {
+        Thread.sleep(forTimeInterval: 1)  // the attack's pace, not a wait for the daemon
+        for fd in open where !UnixSocket.writeAll(fd, Array("o".utf8), deadline: Clock.monotonic() + 1) {
+          open.remove(fd)
+        }
+      }
+    }
+    trickle.start()
+    let start = Date()
+    let status = try Command.run(
+      "/usr/bin/timeout", ["-s", "KILL", "30", Command.appbox, "status", fixture.mountpoint])
+    #expect(status.status == 0, "status with 16 trickling clients: \(status.status) \(status.error)")
+    #expect(Date().timeIntervalSince(start) < 20)
+    // Each was closed with an error, having run nothing.
+    for fd in held {
+      let reply = UnixSocket.readLine(fd, deadline: Clock.monotonic() + 10)
+      #expect(String(decoding: reply.line ?? [], as: UTF8.self).contains("no whole request line"), "\(reply)")
+    }
+    try fixture.unmount()
+  }
+
+  @Test("a request without its newline is refused, never run: not at the deadline, not at the end of the stream")
+  func requestWithoutNewline() throws {
+    let fixture = try MountFixture.unlocked(["--grace", "0"])
+    let socket = ControlFiles.path(for: fixture.mountpoint, "sock")
+    let waiting = try UnixSocket.connect(to: socket)
+    defer { close(waiting) }
+    UnixSocket.writeAll(waiting, Array("lock".utf8), deadline: Clock.monotonic() + 5)
+    let ended = try UnixSocket.connect(to: socket)
+    defer { close(ended) }
+    UnixSocket.writeAll(ended, Array("lock".utf8), deadline: Clock.monotonic() + 5)
+    shutdown(ended, Int32(SHUT_WR))
+    let atEnd = UnixSocket.readLine(ended, deadline: Clock.monotonic() + 20).line ?? []
+    #expect(String(decoding: atEnd, as: UTF8.self).contains("without its newline"), "\(atEnd)")
+    let atDeadline = UnixSocket.readLine(waiting, deadline: Clock.monotonic() + 20).line ?? []
+    #expect(String(decoding: atDeadline, as: UTF8.self).contains("no whole request line"), "\(atDeadline)")
+    #expect(fixture.deviceState == "UNLOCKED")
     try fixture.unmount()
   }
 }

@@ -133,3 +133,47 @@ enum MountFixtureWait {
     return condition()
   }
 }
+
+/// Root's commands read another user's runtime files only as regular files of that user's,
+/// and without blocking: a FIFO put where the event log or the pid file should be holds
+/// none of them up.
+@Suite("Control channel: another user's runtime files", .needsFUSE, .serialized, .timeLimit(.minutes(5)))
+struct ForeignRuntimeFileTests {
+  static let owner: uid_t = 65534
+
+  /// The owner's runtime directory that holds the mount's socket.
+  static func runtimeDirectory(of mountpoint: String) throws -> String {
+    let name = ControlFiles.name(for: mountpoint, "sock")
+    let candidates =
+      ["/tmp/appbox-\(owner)"]
+      + ((try? FileManager.default.contentsOfDirectory(atPath: "/tmp")) ?? []).filter {
+        $0.hasPrefix("appbox-\(owner)-")
+      }.map { "/tmp/" + $0 }
+    return try #require(candidates.first { FileManager.default.fileExists(atPath: $0 + "/" + name) })
+  }
+
+  @Test("the event log or the pid file made a FIFO by the owner: root's events, report and status end at once")
+  func fifoInPlace() throws {
+    let mount = try OtherUsersMount(uid: Self.owner, arguments: ["--unlocked", "--grace", "0"])
+    let lock = try Command.run(Command.appbox, ["lock", mount.mountpoint])
+    #expect(lock.status == 0, "\(lock.error)")
+    let directory = try Self.runtimeDirectory(of: mount.mountpoint)
+    let events = try #require(ControlFiles.eventLog(for: mount.mountpoint, in: directory))
+    let made = try OtherUser.run(Self.owner, ["/bin/sh", "-c", "rm -f \"$0\" && mkfifo \"$0\"", events])
+    try #require(made.status == 0, "\(made.error)")
+    for command in [["events", mount.mountpoint], ["report", mount.mountpoint]] {
+      let result = try Command.run("/usr/bin/timeout", ["-s", "KILL", "20", Command.appbox] + command)
+      #expect(result.status == 77, "appbox \(command[0]) exited \(result.status): \(result.error)")
+      #expect(result.error.contains("is not an event log"), "\(result.error)")
+    }
+    let pid = directory + "/" + ControlFiles.name(for: mount.mountpoint, "pid")
+    let replaced = try OtherUser.run(Self.owner, ["/bin/sh", "-c", "rm -f \"$0\" && mkfifo \"$0\"", pid])
+    try #require(replaced.status == 0, "\(replaced.error)")
+    let status = try Command.run("/usr/bin/timeout", ["-s", "KILL", "20", Command.appbox, "status", mount.mountpoint])
+    #expect(status.status == 75, "appbox status exited \(status.status): \(status.error)")
+    #expect(status.error.contains("not by the daemon"), "\(status.error)")
+    let unmount = try Command.run(
+      "/usr/bin/timeout", ["-s", "KILL", "60", Command.appbox, "unmount", mount.mountpoint])
+    #expect(unmount.status == 0, "\(unmount.error)")
+  }
+}

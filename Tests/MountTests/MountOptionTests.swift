@@ -147,14 +147,11 @@ struct MountOptionTests {
     }
     // Let the user reach /dev/fuse (as OtherUsersMount does), so that only the option can
     // stand in the way.
-    var device = stat()
-    try check(stat("/dev/fuse", &device), "stat /dev/fuse")
-    let mode = device.st_mode & 0o7777
-    if mode & 0o006 != 0o006 { try check(chmod("/dev/fuse", 0o666), "chmod /dev/fuse") }
-    defer { if mode & 0o006 != 0o006 { chmod("/dev/fuse", mode) } }
-    let result = try OtherUser.run(
-      uid, [Command.appbox, "mount", "--backing", directories.backing, "-o", option, directories.mountpoint],
-      environment: ["XDG_RUNTIME_DIR": runtime])
+    let result = try OtherUsersMount.withFUSEDeviceOpen {
+      try OtherUser.run(
+        uid, [Command.appbox, "mount", "--backing", directories.backing, "-o", option, directories.mountpoint],
+        environment: ["XDG_RUNTIME_DIR": runtime])
+    }
     #expect(result.status == 77, "\(result.status) \(result.error)")
     #expect(result.error.contains("only root") && result.error.contains(option), "\(result.error)")
     #expect(!MountFixture.isMounted(directories.mountpoint))

@@ -283,3 +283,27 @@ extension MountFixture {
     mountTable().split(separator: "\n").compactMap { $0.split(separator: " ").dropFirst(4).first.map(String.init) }
   }
 }
+
+/// `appbox run` reuses only the caller's own mounts: another user's daemon saying that it
+/// serves a backing directory proves nothing (root's run would register with it and run its
+/// program in that user's mount).
+@Suite("appbox run: whose mounts are reused", .needsFUSE, .serialized, .timeLimit(.minutes(5)))
+struct RunReuseOwnershipTests {
+  @Test("root's run --backing DIR never runs in another user's mount of DIR; with its MOUNTPOINT it is refused (77)")
+  func anotherUsersMountIsNotReused() throws {
+    let mount = try OtherUsersMount(uid: 65534, arguments: ["--unlocked"])
+    let byBacking = try Command.run(
+      Command.appbox, ["run", "--backing", mount.backing, "--", "/bin/sh", "-c", "printf %s \"$APPBOX_CONTAINER\""])
+    #expect(byBacking.output != mount.mountpoint, "root's program ran in uid 65534's mount")
+    // Root's own mount of that directory fails: the other user's daemon holds it (75).
+    #expect(byBacking.status == 75, "\(byBacking.status): \(byBacking.error)")
+    let byMountpoint = try Command.run(
+      Command.appbox,
+      ["run", "--backing", mount.backing, mount.mountpoint, "--", "/bin/sh", "-c", "printf %s \"$APPBOX_CONTAINER\""])
+    #expect(byMountpoint.status == 77, "\(byMountpoint.status): \(byMountpoint.error)")
+    #expect(byMountpoint.output.isEmpty)
+    #expect(byMountpoint.error.contains("only against your own mounts"), "\(byMountpoint.error)")
+    let unmount = try Command.run(Command.appbox, ["unmount", mount.mountpoint])
+    #expect(unmount.status == 0, "\(unmount.error)")
+  }
+}

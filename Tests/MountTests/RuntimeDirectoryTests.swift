@@ -132,3 +132,85 @@ struct RuntimeDirectorySquattingTests {
     #expect(!MountFixture.isMounted(mount.mountpoint))
   }
 }
+
+/// Root's daemon never keeps its runtime files where another user can redirect them: not
+/// below a directory of another user's (an `XDG_RUNTIME_DIR` kept by `su` without `-`),
+/// and, once its directory is open, not wherever its path leads later.
+@Suite("Runtime directory: paths others control", .needsFUSE, .serialized, .timeLimit(.minutes(5)))
+struct RuntimeDirectoryPathTests {
+  /// The environment with `XDG_RUNTIME_DIR` set to `runtime`.
+  static func environment(_ runtime: String) -> [String: String] {
+    var environment = ProcessInfo.processInfo.environment
+    environment["XDG_RUNTIME_DIR"] = runtime
+    return environment
+  }
+
+  @Test("root with another user's XDG_RUNTIME_DIR keeps no runtime file there, and still controls the mount")
+  func foreignRuntimeDirectory() throws {
+    let directories = try SandboxDirectories()
+    let foreign = directories.root + "/u5rt"
+    try check(mkdir(foreign, 0o700), "mkdir")
+    try check(chown(foreign, RuntimeDirectorySquattingTests.victim, RuntimeDirectorySquattingTests.victim), "chown")
+    try check(chmod(directories.root, 0o755), "chmod")
+    let environment = Self.environment(foreign)
+    let mount = try Command.run(
+      Command.appbox, ["mount", "--unlocked", "--backing", directories.backing, directories.mountpoint],
+      environment: environment)
+    defer {
+      if MountFixture.isMounted(directories.mountpoint) {
+        _ = try? Command.run("/usr/bin/fusermount3", ["-uz", directories.mountpoint])
+      }
+      unlink("/run/appbox/" + ControlFiles.name(for: directories.mountpoint, "log"))
+      _ = try? FileManager.default.removeItem(  // best effort: the test's own logs
+        atPath: "/run/appbox/" + ControlFiles.name(for: directories.mountpoint, "events.d"))
+    }
+    #expect(mount.status == 0, "\(mount.error)")
+    #expect(mount.error.contains("not safe for runtime files"), "\(mount.error)")
+    #expect(
+      !FileManager.default.fileExists(atPath: foreign + "/appbox"), "root's runtime files went below uid 5's directory")
+    #expect(
+      FileManager.default.fileExists(atPath: "/run/appbox/" + ControlFiles.name(for: directories.mountpoint, "sock")))
+    let lock = try Command.run(Command.appbox, ["lock", directories.mountpoint], environment: environment)
+    #expect(lock.status == 0, "\(lock.error)")
+    let unmount = try Command.run(Command.appbox, ["unmount", directories.mountpoint], environment: environment)
+    #expect(unmount.status == 0, "\(unmount.error)")
+  }
+
+  @Test(
+    "the runtime directory renamed and replaced by a symlink while the daemon runs: it removes its own files, no others"
+  )
+  func swappedWhileRunning() throws {
+    let directories = try SandboxDirectories()
+    let runtime = directories.root + "/runtime"
+    try check(mkdir(runtime, 0o700), "mkdir")
+    let environment = Self.environment(runtime)
+    let mount = try Command.run(
+      Command.appbox, ["mount", "--unlocked", "--backing", directories.backing, directories.mountpoint],
+      environment: environment)
+    defer {
+      if MountFixture.isMounted(directories.mountpoint) {
+        _ = try? Command.run("/usr/bin/fusermount3", ["-uz", directories.mountpoint])
+      }
+    }
+    try #require(mount.status == 0, "\(mount.error)")
+    let pidName = ControlFiles.name(for: directories.mountpoint, "pid")
+    let socketName = ControlFiles.name(for: directories.mountpoint, "sock")
+    let pidText = String(decoding: try readFile(runtime + "/appbox/" + pidName), as: UTF8.self)
+    let daemon = try #require(pid_t(pidText.trimmingCharacters(in: .whitespacesAndNewlines)))
+    // What another user who could rename it would do: their directory, with files of the
+    // same names, in its place.
+    let evil = runtime + "/evil"
+    try check(mkdir(evil, 0o755), "mkdir")
+    for name in [pidName, socketName] { try writeFile(evil + "/" + name, bytes("victim\n")) }
+    try check(rename(runtime + "/appbox", runtime + "/appbox.x"), "rename")
+    try check(symlink(evil, runtime + "/appbox"), "symlink")
+
+    let unmount = try Command.run("/usr/bin/fusermount3", ["-u", directories.mountpoint])
+    #expect(unmount.status == 0, "\(unmount.error)")
+    #expect(MountFixtureWait.until(seconds: 30) { kill(daemon, 0) != 0 }, "the daemon did not exit")
+    for name in [pidName, socketName] {
+      #expect(FileManager.default.fileExists(atPath: evil + "/" + name), "the daemon removed \(evil)/\(name)")
+      #expect(!FileManager.default.fileExists(atPath: runtime + "/appbox.x/" + name), "its own \(name) stayed")
+    }
+  }
+}

@@ -113,6 +113,22 @@ static inline int cposix_socket_timeouts(int fd, long milliseconds) {
   return setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &limit, sizeof limit);
 }
 
+/// A pidfd of the process that connected to Unix socket `fd` (SO_PEERPIDFD, Linux 6.5;
+/// close-on-exec, as every pidfd): the descriptor, or -1 with errno (ENOPROTOOPT on an
+/// older kernel, ESRCH when that process is gone).
+static inline int cposix_peer_pidfd(int fd) {
+  int pidfd = -1;
+  socklen_t length = sizeof pidfd;
+  if (getsockopt(fd, 1 /* SOL_SOCKET */, 77 /* SO_PEERPIDFD */, &pidfd, &length) != 0) return -1;
+  return pidfd;
+}
+
+/// `pidfd_send_signal(2)` without siginfo (signal 0 checks only that the process is still
+/// there): 0, or -1 with errno (ESRCH once it has exited and been reaped).
+static inline int cposix_pidfd_send_signal(int pidfd, int signal) {
+  return (int)syscall(SYS_pidfd_send_signal, pidfd, signal, (void *)0, 0u);
+}
+
 /// `accept4(2)` with SOCK_CLOEXEC (accept4 is GNU-only).
 static inline int cposix_accept_cloexec(int fd) {
   return (int)syscall(SYS_accept4, fd, (void *)0, (void *)0, 02000000 /* SOCK_CLOEXEC */);

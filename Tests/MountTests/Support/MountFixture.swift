@@ -252,9 +252,9 @@ final class MountFixture {
     let fd: Int32
     do { fd = try UnixSocket.connect(to: socket) } catch { throw FixtureError("connect to \(socket): \(error)") }
     defer { close(fd) }
-    do { try UnixSocket.setTimeouts(fd, milliseconds: 10_000) } catch { throw FixtureError("socket timeout: \(error)") }
-    UnixSocket.writeAll(fd, Array("descriptors\n".utf8))
-    let reply = UnixSocket.readLine(fd, limit: 16 << 20) ?? []
+    let deadline = Clock.monotonic() + 10
+    UnixSocket.writeAll(fd, Array("descriptors\n".utf8), deadline: deadline)
+    let reply = UnixSocket.readLine(fd, limit: 16 << 20, deadline: deadline).line ?? []
     guard let object = try? JSONSerialization.jsonObject(with: Data(reply)) as? [String: Any],
       let list = object["descriptors"] as? [[String: Any]]
     else {

@@ -53,6 +53,24 @@ final class OtherUsersMount {
   let root: String
   var backing: String { root + "/backing" }
   var mountpoint: String { root + "/mnt" }
+  /// Held while /dev/fuse is opened up for a mount.
+  private static let deviceLock = NSLock()
+
+  /// Runs `body` (a user's mount) with /dev/fuse open to every user. A user mounts FUSE
+  /// through /dev/fuse (mode 0666 on Debian) and the set-user-ID fusermount3; where it is
+  /// root's only, it is opened up for the mount and closed again (the daemon keeps the
+  /// descriptor it opened). One at a time: suites run in parallel, and another's restore
+  /// must not close it under this one's mount.
+  static func withFUSEDeviceOpen<T>(_ body: () throws -> T) throws -> T {
+    deviceLock.lock()
+    defer { deviceLock.unlock() }
+    var device = stat()
+    try check(stat("/dev/fuse", &device), "stat /dev/fuse")
+    let mode = device.st_mode & 0o7777
+    if mode & 0o006 != 0o006 { try check(chmod("/dev/fuse", 0o666), "chmod /dev/fuse") }
+    defer { if mode & 0o006 != 0o006 { chmod("/dev/fuse", mode) } }
+    return try body()
+  }
 
   /// Mounts as `uid` with `arguments`; `environment` adds to the user's (e.g. an
   /// `XDG_RUNTIME_DIR`).
@@ -66,16 +84,10 @@ final class OtherUsersMount {
       try check(mkdir(directory, 0o755), "mkdir \(directory)")
       try check(chown(directory, uid, uid), "chown \(directory)")
     }
-    // A user mounts FUSE through /dev/fuse (mode 0666 on Debian) and the set-user-ID
-    // fusermount3. Where /dev/fuse is root's only, open it up for the mount and close it
-    // again: the daemon keeps the descriptor it opened.
-    var device = stat()
-    try check(stat("/dev/fuse", &device), "stat /dev/fuse")
-    let mode = device.st_mode & 0o7777
-    if mode & 0o006 != 0o006 { try check(chmod("/dev/fuse", 0o666), "chmod /dev/fuse") }
-    defer { if mode & 0o006 != 0o006 { chmod("/dev/fuse", mode) } }
-    let result = try OtherUser.run(
-      uid, [Command.appbox, "mount", "--backing", backing] + arguments + [mountpoint], environment: environment)
+    let result = try Self.withFUSEDeviceOpen {
+      try OtherUser.run(
+        uid, [Command.appbox, "mount", "--backing", backing] + arguments + [mountpoint], environment: environment)
+    }
     guard result.status == 0, MountFixture.isMounted(mountpoint) else {
       throw FixtureError("appbox mount as uid \(uid) exited \(result.status): \(result.error)")
     }
