@@ -13,6 +13,7 @@ struct Daemon {
     let filesystem: SandboxFilesystem
     var configuration = FuseConfiguration()
     configuration.passthrough = request.passthrough
+    configuration.writeCache = request.writeCache
     configuration.busyPollMicroseconds =
       request.busyPollMicroseconds ?? FuseConfiguration.defaultBusyPoll(availableCPUs: ResourceLimits.availableCPUs)
     configuration.maxRead = request.maxRead ?? 0

@@ -56,6 +56,8 @@ public final class SandboxFilesystem: Filesystem {
   let passthrough: any PassthroughFiles
   /// Files open in passthrough mode now.
   let passthroughFiles = Atomic<Int>(0)
+  /// Writable handles through the kernel's writeback cache open now.
+  let writebackWriters = Atomic<Int>(0)
   /// Refuses passthrough reads of files whose class has closed.
   let revocation = PassthroughRevocation()
   /// Recently purged names and what purges cost the app.
@@ -242,7 +244,8 @@ public final class SandboxFilesystem: Filesystem {
     Entry(
       node: inodes.node(inode), attributes: attributes,
       entryTimeout: inodes.count > descriptorBudget ? 0 : configuration.entryTimeout,
-      attributeTimeout: configuration.attributeTimeout(for: attributes),
+      attributeTimeout: inode.writesGated.load(ordering: .acquiring)
+        ? 0 : configuration.attributeTimeout(for: attributes),
       generation: inode === inodes.root ? 0 : generation)
   }
 
