@@ -117,6 +117,24 @@ struct WriteCacheTests {
     try box.expectExactBooks()
   }
 
+  @Test("a write into a hole is reserved whole: writes out of file order never take the books past the capacity")
+  func holesAreReserved() throws {
+    let box = try Sandbox(capacity: 4 << 20)
+    let file = try box.create("Documents/f")
+    // The second half first, as a later write-back worker may send it.
+    #expect(try writeBack(box, file, 1 << 20, at: 1 << 20) == 1 << 20)
+    try box.makeFile("Documents/filler", bytes: 2 << 20)  // leaves less than 1 MiB
+    let free = box.fs.storage.books.withLock { $0.ledger.free }
+    #expect(free < 1 << 20)
+    // The first half falls into the hole below the file's end: it needs all its bytes.
+    #expect(throws: Errno.noSpace) { try writeBack(box, file, 1 << 20, at: 0) }
+    let written = try box.write(file, [UInt8](repeating: 1, count: 1 << 20))
+    #expect(written > 0 && written < 1 << 20, "a program's write into the hole is shortened")
+    box.release(file)
+    #expect(box.used <= 4 << 20)
+    try box.expectExactBooks()
+  }
+
   @Test("a class changed to A while a writer holds the cache gates its writes until the writer is gone")
   func classChangeGatesWriters() throws {
     let box = try Sandbox(driver: Self.driver)
