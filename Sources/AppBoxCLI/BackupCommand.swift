@@ -145,6 +145,12 @@ enum BackupCommand {
         throw CLIError(.failure, "the daemon of \(mountpoint) did not say where its backing directory is")
       }
       let device = status["device"] as? Bool ?? false
+      // Under --write-cache the kernel may hold writes the backing files do not have yet.
+      if status["writeCache"] is [String: Any] {
+        do throws(Errno) { try Sys.syncFilesystem(of: mountpoint) } catch {
+          throw CLIError(.osError, "cannot have the kernel write back what it holds for \(mountpoint): \(error)")
+        }
+      }
       if Sys.effectiveUID == 0, let owner = mount.ownerUID, owner != 0 {
         let gid = mount.ownerGID ?? gid_t(owner)
         return (backing, UserCredentials.of(uid: owner, gid: gid), device)

@@ -66,6 +66,42 @@ struct WriteCacheMountTests {
     try fixture.unmount()
   }
 
+  @Test("a backup while a cached writer is open has what the kernel held: it is written back first")
+  func backupSeesCachedWrites() throws {
+    let fixture = try Self.mount()
+    // The writer is another process: any close of the file (one of this process's
+    // descriptors closed at an exec) would write the page back by itself.
+    let writer = Process()
+    writer.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+    writer.arguments = [
+      "-c",
+      "import os, sys; fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT, 0o644); os.write(fd, bytes(range(256)) * 2);"
+        + " print('ready', flush=True); sys.stdin.read()",
+      fixture.path("Documents/open.log"),
+    ]
+    let input = Pipe()
+    let output = Pipe()
+    writer.standardInput = input
+    writer.standardOutput = output
+    try writer.run()
+    defer {
+      try? input.fileHandleForWriting.close()
+      writer.waitUntilExit()
+    }
+    #expect(String(decoding: output.fileHandleForReading.availableData, as: UTF8.self).hasPrefix("ready"))
+    let backup = fixture.root + "/backup"
+    let result = try Command.run(
+      Command.appbox, ["backup", fixture.mountpoint, "--to", backup, "--bundle-id", "com.example.cached"])
+    #expect(result.status == 0, "\(result.error)")
+    let bytes = Array((0...255).map { UInt8($0) }) + Array((0...255).map { UInt8($0) })
+    let files = FileManager.default.enumerator(atPath: backup)?.compactMap { $0 as? String } ?? []
+    #expect(files.contains { Quota.contents(backup + "/" + $0) == bytes }, "the backup holds the written bytes")
+    try input.fileHandleForWriting.close()
+    writer.waitUntilExit()
+    #expect(Quota.waitForReleases(fixture))
+    try fixture.unmount()
+  }
+
   @Test("what a cached writer wrote is what an O_DIRECT reader and a later mapping read")
   func coherence() throws {
     let fixture = try Self.mount()

@@ -50,6 +50,10 @@ static inline long cposix_utime_omit(void) { return UTIME_OMIT; }
 static inline int cposix_renameat2(int olddirfd, const char *oldpath, int newdirfd, const char *newpath, unsigned flags) {
   return (int)syscall(SYS_renameat2, olddirfd, oldpath, newdirfd, newpath, flags);
 }
+/// `syncfs(2)`: write back what the kernel caches for the filesystem of `fd` (glibc
+/// declares it only under _GNU_SOURCE).
+static inline int cposix_syncfs(int fd) { return (int)syscall(SYS_syncfs, fd); }
+
 static inline int cposix_fallocate(int fd, int mode, off_t offset, off_t len) {
   return (int)syscall(SYS_fallocate, fd, mode, offset, len);
 }
