@@ -32,8 +32,14 @@ extension SandboxFilesystem {
   /// that what the backing filesystem allocated since (say, at writeback) is charged
   /// before the next lookup starts from a fresh measurement; its handle is retained.
   public func forget(_ node: NodeID, count: UInt64) {
-    if let dropped = inodes.forget(node, count: count, retaining: retainedRecord), dropped.isRegularFile {
-      account(dropped, fd: dropped.fd)
+    var status: stat?  // read for the retained record, when it was: one fstat for both
+    let dropped = inodes.forget(node, count: count) { inode in
+      let (record, attributes) = retainedRecord(inode)
+      status = attributes
+      return record
+    }
+    if let dropped, dropped.isRegularFile {
+      account(dropped, fd: dropped.fd, known: status)
       revocation.disarm(dropped)
     }
   }
