@@ -164,6 +164,23 @@ extension SandboxFilesystem {
     if closing { notifier.withLock { $0 }?.invalidateInode(inodes.node(inode), offset: -1, length: 0) }
   }
 
+  /// Has the kernel write back what it holds unwritten of every file with a writer through
+  /// its writeback cache (`appbox backup`, which reads the backing directory, asks first):
+  /// an invalidation of a file's pages writes its dirty pages back before it returns
+  /// (the kernel launders each dirty page, a write the daemon's other threads serve),
+  /// which `syncfs(2)` does not wait for on a FUSE mount. The kernel drops the files'
+  /// clean pages too. Runs on a control thread, never on a request thread.
+  /// - Returns: how many files were written back.
+  public func writeBackCachedWrites() -> Int {
+    guard driver.writeCache != nil, let notifier = notifier.withLock({ $0 }) else { return 0 }
+    var files = 0
+    for inode in inodes.snapshot() where inode.isRegularFile && inode.ioMode.withLock({ $0.cachedWriters > 0 }) {
+      notifier.invalidateInode(inodes.node(inode))
+      files += 1
+    }
+    return files
+  }
+
   /// Whether the sandbox has room for everything the kernel may hold unwritten for the
   /// mount (so a write-back of pages written now finds its bytes free, unless the
   /// writers go on writing once the sandbox has filled up).

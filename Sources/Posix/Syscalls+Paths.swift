@@ -63,14 +63,6 @@ extension Sys {
     return try readToEnd(fd)
   }
 
-  /// `syncfs(2)` of the filesystem `path` is on: what its kernel caches (dirty pages) is
-  /// written back, which for a FUSE mount means handed to its daemon.
-  public static func syncFilesystem(of path: String) throws(Errno) {
-    let fd = try open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-    defer { close(fd) }
-    if cposix_syncfs(fd) != 0 { throw Errno.current }
-  }
-
   /// Writes all of `bytes` to `fd`.
   public static func writeAll(_ fd: Int32, _ bytes: [UInt8]) throws(Errno) {
     var offset = 0

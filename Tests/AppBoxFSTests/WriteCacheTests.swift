@@ -70,6 +70,26 @@ struct WriteCacheTests {
     plain.release(unchanged)
   }
 
+  @Test("a backup's write-back request invalidates the files with cached writers, and only those")
+  func writeBackForBackup() throws {
+    let box = try Sandbox(driver: Self.driver)
+    let writer = try box.create("Documents/log")
+    box.release(try box.create("Documents/other"))
+    let reader = try box.open("Documents/other")
+    #expect(Self.kind(writer.handle) == .writeback && Self.kind(reader.handle) == .cached)
+    let before = box.notifier.calls.count
+    #expect(box.fs.writeBackCachedWrites() == 1)
+    #expect(Array(box.notifier.calls.dropFirst(before)) == [.invalidateInode(writer.node)])
+    box.release(writer)
+    box.release(reader)
+    #expect(box.fs.writeBackCachedWrites() == 0, "no writer left")
+    // Without the cache there is nothing the kernel holds.
+    let plain = try Sandbox()
+    let plainWriter = try plain.create("Documents/log")
+    #expect(plain.fs.writeBackCachedWrites() == 0)
+    plain.release(plainWriter)
+  }
+
   @Test(
     "writers of a class that can refuse later get direct handles; its readers keep the cache",
     arguments: [ProtectionClass.complete, .completeWhenUserInactive])

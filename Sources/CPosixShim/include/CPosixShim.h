@@ -59,10 +59,6 @@ static inline int cposix_fchmod_empty_path(int fd, mode_t mode) {
   return (int)syscall(SYS_fchmodat2, fd, "", mode, AT_EMPTY_PATH);
 }
 
-/// `syncfs(2)`: write back what the kernel caches for the filesystem of `fd` (glibc
-/// declares it only under _GNU_SOURCE).
-static inline int cposix_syncfs(int fd) { return (int)syscall(SYS_syncfs, fd); }
-
 static inline int cposix_fallocate(int fd, int mode, off_t offset, off_t len) {
   return (int)syscall(SYS_fallocate, fd, mode, offset, len);
 }
