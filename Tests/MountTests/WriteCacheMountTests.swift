@@ -236,4 +236,37 @@ struct WriteCacheMountTests {
     #expect(refusals >= 2, "the refused write and read")
     try fixture.unmount()
   }
+
+  @Test("kill -9 with a cached writer: files closed before are intact, the writer's close fails, the books exact")
+  func killWithCachedWriter() throws {
+    let directories = try SandboxDirectories(prefix: "appbox-wc-crash")
+    let arguments = [
+      "mount", "--backing", directories.backing, "--unlocked", "--write-cache", directories.mountpoint,
+    ]
+    let first = try Command.run(Command.appbox, arguments)
+    try #require(first.status == 0, "mount: \(first.error)")
+    let pid = try #require(MountFixture.daemonPID(for: directories.mountpoint))
+    // Closed before the crash: written back by the close, so it must survive.
+    let kept = try Quota.writeFile(directories.mountpoint + "/Documents/kept.log", count: 70_000, seed: 3)
+    let writer = try Self.openFile(directories.mountpoint + "/Documents/open.log", O_WRONLY | O_CREAT | O_APPEND)
+    for _ in 0..<1_000 { #expect(Self.write(writer, Array("line\n".utf8)) == 5) }
+    #expect(kill(pid, SIGKILL) == 0)
+    #expect(Spawn.waitForExit(pid, milliseconds: 10_000))
+    let closed = close(writer)
+    let closeError = errno
+    // The write-back failed (EIO) or was never sent (ENOTCONN), by when the kernel tried.
+    #expect(
+      closed == -1 && (closeError == EIO || closeError == ENOTCONN),
+      "what the kernel held is not written: the close says so (\(String(cString: strerror(closeError))))")
+    let lazy = try Command.run("/usr/bin/fusermount3", ["-uz", directories.mountpoint])
+    #expect(lazy.status == 0, "fusermount3 -uz: \(lazy.error)")
+    let second = try Command.run(Command.appbox, arguments)
+    try #require(second.status == 0, "remount: \(second.error)")
+    defer { _ = try? Command.run(Command.appbox, ["unmount", directories.mountpoint]) }
+    #expect(Quota.matches(directories.mountpoint + "/Documents/kept.log", kept))
+    let status = try Quota.status(directories.mountpoint)
+    #expect(Quota.number(status, "used") == (try Quota.du(directories.backing)))
+    let unmounted = try Command.run(Command.appbox, ["unmount", directories.mountpoint])
+    #expect(unmounted.status == 0, "\(unmounted.error)")
+  }
 }
