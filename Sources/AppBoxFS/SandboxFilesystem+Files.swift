@@ -361,7 +361,7 @@ extension SandboxFilesystem {
       // themselves (the kernel does not cache writes to such files). The kernel takes no
       // partial write-back: all of it fits or it is ENOSPC, which fsync and close report.
       if !inode.flushingForLock.load(ordering: .acquiring) { try check(.handleIO, inode) }
-      reservation = try reserveAll(growthEstimate(inode, offset: offset, count: count), domain: inode.domain)
+      reservation = try reserveAll(growthEstimate(inode, offset: offset, count: count), area: inode.area)
     } else {
       try check(.handleIO, inode)
       try clearSetID(for: ctx, fd: fd)
