@@ -2,7 +2,8 @@
 # AppBox benchmark (SPEC §7 Performance): the same workloads, in one run, on the same
 # disk, against a native directory, bindfs (Debian's FUSE passthrough) and AppBox; with
 # FUSE over io_uring on, also AppBox over io_uring and libfuse's passthrough_hp over
-# io_uring (when PASSTHROUGH_HP names its binary: bench/README.md says how to build it).
+# io_uring (when PASSTHROUGH_HP names its binary: bench/README.md says how to build it);
+# and AppBox with the kernel's write cache (--write-cache, over io_uring when it is on).
 #
 # Usage: bench/bench.sh [--quick] [--runs N] [--dir DIR] [--in-place] [--only W[,W...]]
 #                       [--targets T[,T...]] [--appbox PATH] [--enable-uring] [--keep]
@@ -14,13 +15,14 @@
 #                  disk), loop-mounted with direct I/O, so that no target runs on a
 #                  filesystem aged by another one's deletions
 #   --in-place     put the three targets' directories on DIR's filesystem itself
-#   --only LIST    workloads: seqwrite seqread randread randwrite meta untar gitstatus rm
-#                  requests (meta = create, stat, unlink; gitstatus and rm need the
+#   --only LIST    workloads: seqwrite seqread randread randwrite appends meta untar
+#                  gitstatus rm requests (appends = 300,000 writes of 4 bytes to one
+#                  O_APPEND file; meta = create, stat, unlink; gitstatus and rm need the
 #                  untarred tree, which is then made untimed; requests counts the FUSE
 #                  requests per file of a create, an untar and its rm -rf, untimed)
-#   --targets LIST native,bindfs,appbox,appbox-uring,passthrough_hp (default: the first
-#                  three, appbox-uring when FUSE over io_uring is on, passthrough_hp when
-#                  PASSTHROUGH_HP is set)
+#   --targets LIST native,bindfs,appbox,appbox-uring,appbox-wc,passthrough_hp (default:
+#                  the first three and appbox-wc, appbox-uring when FUSE over io_uring is
+#                  on, passthrough_hp when PASSTHROUGH_HP is set)
 #   --appbox PATH  the AppBox binary (default .build/release/appbox, built if missing)
 #   --enable-uring turn FUSE over io_uring on for the host first (writes 1 to
 #                  /sys/module/fuse/parameters/enable_uring; it stays on)
@@ -75,12 +77,12 @@ done
 
 if ((QUICK)); then
   [[ -n ${RUNS_SET:-} ]] || RUNS=1
-  SEQ_MB=128 RAND_SIZE=32M RAND_SECONDS=2 META_FILES=1000 FS_SIZE=1G TREE_FILES=600
+  SEQ_MB=128 RAND_SIZE=32M RAND_SECONDS=2 META_FILES=1000 FS_SIZE=1G TREE_FILES=600 APPENDS=30000
 else
-  SEQ_MB=1024 RAND_SIZE=256M RAND_SECONDS=10 META_FILES=10000 FS_SIZE=4G TREE_FILES=0 # 0 = all
+  SEQ_MB=1024 RAND_SIZE=256M RAND_SECONDS=10 META_FILES=10000 FS_SIZE=4G TREE_FILES=0 APPENDS=300000 # 0 = all
 fi
 
-ALL_WORKLOADS="seqwrite seqread randread randwrite meta untar gitstatus rm requests"
+ALL_WORKLOADS="seqwrite seqread randread randwrite appends meta untar gitstatus rm requests"
 selected() { [[ -z $ONLY || ",$ONLY," == *",$1,"* ]]; }
 for w in ${ONLY//,/ }; do [[ " $ALL_WORKLOADS " == *" $w "* ]] || die "unknown workload '$w' (known: $ALL_WORKLOADS)"; done
 if ((ENABLE_URING)); then
@@ -90,7 +92,7 @@ if ((ENABLE_URING)); then
 fi
 uring_on() { [[ $(cat "$URING_SWITCH" 2>/dev/null) == [Y1] ]]; }
 if [[ -z $TARGETS ]]; then
-  TARGETS="native,bindfs,appbox"
+  TARGETS="native,bindfs,appbox,appbox-wc"
   if uring_on; then
     TARGETS+=",appbox-uring"
     [[ -n ${PASSTHROUGH_HP:-} ]] && TARGETS+=",passthrough_hp"
@@ -98,7 +100,7 @@ if [[ -z $TARGETS ]]; then
 fi
 for t in ${TARGETS//,/ }; do
   case $t in
-    native | bindfs | appbox) ;;
+    native | bindfs | appbox | appbox-wc) ;;
     appbox-uring | passthrough_hp) uring_on || die "target $t needs FUSE over io_uring: $URING_SWITCH is off (--enable-uring)" ;;
     *) die "unknown target '$t'" ;;
   esac
@@ -132,7 +134,7 @@ FUSERMOUNT=$(command -v fusermount3 || true)
 [[ -d $DIR && -w $DIR ]] || die "--dir $DIR is not a writable directory"
 [[ $BASH_VERSINFO -ge 5 ]] || die "needs bash 5 (EPOCHREALTIME)"
 
-if { has_target appbox || has_target appbox-uring; } && [[ ! -x $APPBOX ]]; then
+if { has_target appbox || has_target appbox-uring || has_target appbox-wc; } && [[ ! -x $APPBOX ]]; then
   [[ $APPBOX == "$REPO/.build/release/appbox" ]] || die "no AppBox binary at $APPBOX"
   command -v swift >/dev/null || export PATH=/opt/swift/usr/bin:$PATH
   command -v swift >/dev/null || die "no AppBox binary and no swift toolchain to build it"
@@ -145,7 +147,8 @@ fi
 BASE=$(mktemp -d "$DIR/appbox-bench.XXXXXX")
 declare -A WORK BACKING ROOT MNT
 BINDFS_MNT=$BASE/bindfs-mnt APPBOX_MNT=$BASE/appbox-mnt APPBOX_URING_MNT=$BASE/appbox-uring-mnt HP_MNT=$BASE/hp-mnt
-BINDFS_PID="" APPBOX_PID="" APPBOX_URING_PID="" HP_PID=""
+APPBOX_WC_MNT=$BASE/appbox-wc-mnt
+BINDFS_PID="" APPBOX_PID="" APPBOX_URING_PID="" APPBOX_WC_PID="" HP_PID=""
 FS_MOUNTS=() LOOP_DEVICES=()
 
 cleanup() {
@@ -161,8 +164,12 @@ cleanup() {
     stop_pid "$HP_PID"
   fi
   local mnt pid
-  for mnt in "$APPBOX_MNT" "$APPBOX_URING_MNT"; do
-    pid=$([[ $mnt == "$APPBOX_MNT" ]] && echo "$APPBOX_PID" || echo "$APPBOX_URING_PID")
+  for mnt in "$APPBOX_MNT" "$APPBOX_URING_MNT" "$APPBOX_WC_MNT"; do
+    case $mnt in
+      "$APPBOX_MNT") pid=$APPBOX_PID ;;
+      "$APPBOX_URING_MNT") pid=$APPBOX_URING_PID ;;
+      *) pid=$APPBOX_WC_PID ;;
+    esac
     if [[ -n $pid ]] || mountpoint -q "$mnt" 2>/dev/null; then
       if mountpoint -q "$mnt"; then
         "$APPBOX" unmount "$mnt" 2>/dev/null || "$FUSERMOUNT" -u "$mnt" 2>/dev/null || "$FUSERMOUNT" -u -z "$mnt" || true
@@ -244,9 +251,9 @@ if has_target bindfs; then
   wait_for_mount "$BINDFS_MNT" "$BINDFS_PID"
   WORK[bindfs]=$BINDFS_MNT/Documents BACKING[bindfs]=$BINDFS_SRC/Documents
 fi
-mount_appbox() { # target mountpoint backing transport
+mount_appbox() { # target mountpoint backing transport [option...]
   mkdir -p "$3" "$2"
-  "$APPBOX" mount --unlocked --transport "$4" --backing "$3" "$2" || die "appbox mount ($4) failed"
+  "$APPBOX" mount --unlocked --transport "$4" "${@:5}" --backing "$3" "$2" || die "appbox mount ($4 ${*:5}) failed"
   wait_for_mount "$2"
   local in_use
   in_use=$("$APPBOX" status --json "$2" | python3 -c 'import json, sys; print(json.load(sys.stdin)["transport"]["inUse"])')
@@ -262,6 +269,11 @@ fi
 if has_target appbox-uring; then
   mount_appbox appbox-uring "$APPBOX_URING_MNT" "${ROOT[appbox-uring]}/appbox-backing" io-uring
   APPBOX_URING_PID=$(appbox_pid "$APPBOX_URING_MNT")
+fi
+if has_target appbox-wc; then
+  mount_appbox appbox-wc "$APPBOX_WC_MNT" "${ROOT[appbox-wc]}/appbox-backing" "$(uring_on && echo io-uring || echo dev-fuse)" \
+    --write-cache
+  APPBOX_WC_PID=$(appbox_pid "$APPBOX_WC_MNT")
 fi
 if has_target passthrough_hp; then
   mkdir -p "${ROOT[passthrough_hp]}/hp-src/Documents" "$HP_MNT"
@@ -281,7 +293,7 @@ fi
 if ((IN_PLACE)); then
   for t in "${TARGET_LIST[@]}"; do chattr +T "${BACKING[$t]}" 2>/dev/null || log "note: chattr +T failed on ${BACKING[$t]} (not ext4?)"; done
 fi
-log "directories under $BASE ($( ((IN_PLACE)) && echo "in place on $(findmnt -no FSTYPE -T "$BASE")" || echo "a fresh $FS_SIZE ext4 for each target")); bindfs pid ${BINDFS_PID:--}, appbox pid ${APPBOX_PID:--}, appbox-uring pid ${APPBOX_URING_PID:--}, passthrough_hp pid ${HP_PID:--}"
+log "directories under $BASE ($( ((IN_PLACE)) && echo "in place on $(findmnt -no FSTYPE -T "$BASE")" || echo "a fresh $FS_SIZE ext4 for each target")); bindfs pid ${BINDFS_PID:--}, appbox pid ${APPBOX_PID:--}, appbox-uring pid ${APPBOX_URING_PID:--}, appbox-wc pid ${APPBOX_WC_PID:--}, passthrough_hp pid ${HP_PID:--}"
 
 # MARK: - Measuring
 
@@ -352,6 +364,25 @@ bench_randwrite() {
     --ioengine=psync --direct=0 --invalidate=0 --numjobs=1 --time_based --runtime="$RAND_SECONDS" --end_fsync=1 \
     --output-format=json)
   record randwrite IOPS higher "$1" "$2" "$(fio_iops write <<<"$out")"
+}
+
+# Small appends, as a log or a journal makes them: one O_APPEND file, APPENDS writes of 4
+# bytes, closed (what a write cache holds is written back by the close, timed with it).
+bench_appends() {
+  local out
+  out=$(python3 - "${WORK[$1]}/appends.log" "$APPENDS" <<'PY'
+import os, sys, time
+path, count = sys.argv[1], int(sys.argv[2])
+fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_TRUNC, 0o644)
+start = time.perf_counter()
+for _ in range(count):
+    os.write(fd, b"abc\n")
+os.close(fd)
+print(f"{count / (time.perf_counter() - start):.1f}")
+PY
+)
+  rm -f "${WORK[$1]}/appends.log"
+  record appends writes/s higher "$1" "$2" "$out"
 }
 
 bench_meta() {
@@ -470,6 +501,7 @@ for t in "${TARGET_LIST[@]}"; do rm -f "${WORK[$t]}/seq.dat"; done
 selected randread && each bench_randread
 selected randwrite && each bench_randwrite
 for t in "${TARGET_LIST[@]}"; do rm -f "${WORK[$t]}/rand.dat"; done
+selected appends && each bench_appends
 selected meta && each bench_meta
 if selected untar || selected gitstatus || selected rm; then
   make_tarball
@@ -488,7 +520,7 @@ python3 "$HERE/report.py" "$CSV" "$RESULTS/latest.md" \
   "date: $(date -u +%Y-%m-%dT%H:%MZ), $(uname -sr), $(nproc) CPUs, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo)" \
   "disk: $(findmnt -no FSTYPE,SOURCE -T "$BASE") under $DIR, $( ((IN_PLACE)) && echo "targets in place" || echo "each target on a fresh $FS_SIZE ext4 image (loop, direct I/O)"); runs: $RUNS (medians); mode: $( ((QUICK)) && echo quick || echo full)" \
   "sizes: sequential $SEQ_MB MiB (dd bs=1M, conv=fsync); random fio psync 4k on $RAND_SIZE for ${RAND_SECONDS}s (mount cache cold, backing cache warm); $META_FILES files; tree $(if [[ -f $BASE/tree.list ]]; then echo "$(wc -l <"$BASE/tree.list") files"; else echo -; fi)" \
-  "bindfs: $(bindfs --version 2>/dev/null | head -1 || echo -) with default options; AppBox: $APPBOX at $APPBOX_REV (appbox: --transport dev-fuse, appbox-uring: --transport io-uring)" \
+  "bindfs: $(bindfs --version 2>/dev/null | head -1 || echo -) with default options; AppBox: $APPBOX at $APPBOX_REV (appbox: --transport dev-fuse, appbox-uring: --transport io-uring, appbox-wc: --write-cache over $(uring_on && echo io-uring || echo dev-fuse))" \
   "passthrough_hp: ${PASSTHROUGH_HP:--} (-o io_uring); requests per file: bench/results/$(basename "$REQ_CSV") has AppBox's by operation" \
   "raw runs: bench/results/$(basename "$CSV")"
 log "done in $(elapsed "$START" "$(now)") s; table in $RESULTS/latest.md, raw runs in $CSV"

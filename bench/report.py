@@ -10,9 +10,10 @@ time(other) / time(AppBox) for times. Runs are also paired by their number: the 
 to bindfs within each run (the targets of one run are measured minutes apart, in
 rotating order) gives the spread and how many runs AppBox was ahead in.
 
-Targets: native, bindfs and appbox always; appbox-uring (AppBox over FUSE over io_uring)
-and passthrough_hp (libfuse's example over io_uring) when the run had them. Each AppBox
-target gets a ratio column against each peer in the run.
+Targets: native, bindfs and appbox always; appbox-uring (AppBox over FUSE over io_uring),
+appbox-wc (AppBox with --write-cache) and passthrough_hp (libfuse's example over io_uring)
+when the run had them. Each AppBox target gets a ratio column against each of its peers
+in the run (PAIRS).
 """
 
 import csv
@@ -20,7 +21,7 @@ import statistics
 import sys
 
 ORDER = [
-    "seqwrite", "seqread", "randread", "randwrite",
+    "seqwrite", "seqread", "randread", "randwrite", "appends",
     "create", "stat", "unlink", "untar", "gitstatus", "rm",
     "req-create", "req-untar", "req-rm",
 ]
@@ -29,6 +30,7 @@ TITLES = {
     "seqread": "sequential read, cold cache",
     "randread": "4 KiB random read",
     "randwrite": "4 KiB random write (end fsync)",
+    "appends": "small appends (4 B, O_APPEND)",
     "create": "create empty files",
     "stat": "stat files",
     "unlink": "unlink files",
@@ -39,9 +41,14 @@ TITLES = {
     "req-untar": "requests per untarred file",
     "req-rm": "requests per file of rm -rf",
 }
-TARGETS = ["native", "bindfs", "passthrough_hp", "appbox", "appbox-uring"]
-PEERS = ["native", "bindfs", "passthrough_hp", "appbox"]
-APPBOXES = ["appbox", "appbox-uring"]
+TARGETS = ["native", "bindfs", "passthrough_hp", "appbox", "appbox-uring", "appbox-wc"]
+# Each AppBox target against: the other transport or mode, passthrough_hp, bindfs, native.
+PAIRS = [
+    ("appbox", "passthrough_hp"), ("appbox", "bindfs"), ("appbox", "native"),
+    ("appbox-uring", "appbox"), ("appbox-uring", "passthrough_hp"), ("appbox-uring", "bindfs"),
+    ("appbox-uring", "native"),
+    ("appbox-wc", "appbox-uring"), ("appbox-wc", "passthrough_hp"), ("appbox-wc", "bindfs"), ("appbox-wc", "native"),
+]
 
 
 def fmt(value):
@@ -74,7 +81,7 @@ def main() -> int:
 
     present = {t for (_, t) in values}
     targets = [t for t in TARGETS if t in present]
-    pairs = [(a, p) for a in APPBOXES if a in present for p in PEERS if p in present and p != a]
+    pairs = [(a, p) for a, p in PAIRS if a in present and p in present]
     columns = ["workload", "unit"] + targets + [f"{a} vs {p} (×)" for a, p in pairs] + [
         "per run vs bindfs (×)", "ahead of bindfs",
     ]

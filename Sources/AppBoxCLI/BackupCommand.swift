@@ -145,6 +145,18 @@ enum BackupCommand {
         throw CLIError(.failure, "the daemon of \(mountpoint) did not say where its backing directory is")
       }
       let device = status["device"] as? Bool ?? false
+      // Under --write-cache the kernel may hold writes the backing files do not have yet:
+      // the daemon has it write them back (syncfs(2) does not wait for a FUSE daemon).
+      if status["writeCache"] is [String: Any] {
+        let written = ControlClient.object(
+          try ControlClient.send("write-back", to: try ControlClient.target(mountpoint)))
+        guard written["ok"] as? Bool == true else {
+          throw CLIError(
+            .failure,
+            "the daemon of \(mountpoint) could not have the kernel write back what it holds: \(written["error"] ?? "no reply")"
+          )
+        }
+      }
       if Sys.effectiveUID == 0, let owner = mount.ownerUID, owner != 0 {
         let gid = mount.ownerGID ?? gid_t(owner)
         return (backing, UserCredentials.of(uid: owner, gid: gid), device)

@@ -255,6 +255,14 @@ enum StatusText {
     } else {
       lines.append("  transport:   /dev/fuse")
     }
+    if let cache = status["writeCache"] as? [String: Any] {
+      let limit = ((cache["dirtyLimit"] as? NSNumber)?.int64Value ?? 0) >> 20
+      lines.append(
+        "  write cache: on, \(cache["writers"] ?? 0) writers through it; the kernel holds at most \(limit) MiB unwritten"
+      )
+    } else {
+      lines.append("  write cache: off")
+    }
     let requests = status["requests"] as? [String: Any] ?? [:]
     let total = requests.values.reduce(0) { $0 + ((($1 as? NSNumber)?.intValue) ?? 0) }
     lines.append("  requests:    \(total) taken from the kernel (by operation in --json)")

@@ -252,6 +252,8 @@ final class ControlServer: Sendable {
       return "{\"ok\":true,\"status\":\(status.dropLast()),\"deviceControl\":\(gate.statusJSON)}}"
     case ("descriptors", 1):
       return Self.descriptorsReply()
+    case ("write-back", 1):
+      return "{\"ok\":true,\"files\":\(filesystem.writeBackCachedWrites())}"
     case ("drop-caches", 1):
       let inUse: Set<UInt64>
       do { inUse = try Sys.directoriesInUse(under: mountpoint) } catch {

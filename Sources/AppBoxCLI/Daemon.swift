@@ -14,6 +14,7 @@ struct Daemon {
     let runGroups: RunGroups?
     var configuration = FuseConfiguration()
     configuration.passthrough = request.passthrough
+    configuration.writeCache = request.writeCache
     configuration.busyPollMicroseconds =
       request.busyPollMicroseconds ?? FuseConfiguration.defaultBusyPoll(availableCPUs: ResourceLimits.availableCPUs)
     configuration.maxRead = request.maxRead ?? 0

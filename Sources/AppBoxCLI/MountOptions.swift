@@ -99,6 +99,11 @@ enum MountOptions {
       help: "serve every read through the daemon, none by the kernel from the backing file"
     ) { draft, _, _ throws(CLIError) in draft.request.passthrough = false },
     .appbox(
+      "write-cache", .none, default: .described("off"),
+      help:
+        "let the kernel cache writes and write them back later: small writes stay in the kernel; no passthrough; ENOSPC may come at fsync or close"
+    ) { draft, _, _ throws(CLIError) in draft.request.writeCache = true },
+    .appbox(
       "handles", .required("COUNT"), default: .value("262144"),
       help: "forgotten files whose file handles (NFS, name_to_handle_at) stay valid, about 120 bytes each (0: none)"
     ) { draft, value, given throws(CLIError) in

@@ -30,6 +30,8 @@ struct MountRequest {
   var sandbox = SandboxOptions()
   /// Let the kernel serve read-only opens from the backing file (when it can).
   var passthrough = true
+  /// Let the kernel cache writes (its writeback cache; passthrough is then off).
+  var writeCache = false
   /// Microseconds the daemon polls for a program's next request before it sleeps (nil:
   /// the default for the CPUs the daemon may run on).
   var busyPollMicroseconds: UInt32?

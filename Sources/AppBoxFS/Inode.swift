@@ -57,6 +57,10 @@ final class Inode: Sendable {
   let protectionValue = Atomic<UInt8>(Inode.unknownClass)
   /// Allocated bytes as last charged to the quota (`st_blocks * 512`).
   let allocated: Mutex<Int64>
+  /// The file's size when its allocation was last measured (stored under `allocated`'s
+  /// lock): with the allocation it tells whether the file may have holes below its end
+  /// (``SandboxFilesystem/growthEstimate(_:offset:count:)``).
+  let measuredSize: Atomic<Int64>
   /// Set when data was written through the daemon: until its last handle is released, the
   /// backing filesystem may still allocate for it (at writeback), so releases measure it.
   let written = Atomic<Bool>(false)
@@ -79,6 +83,16 @@ final class Inode: Sendable {
 
   /// How the kernel does I/O on the open handles of this file; see ``IOMode``.
   let ioMode = Mutex(IOMode())
+  /// Set while writers hold handles through the kernel's writeback cache although the
+  /// file's class can refuse handle I/O (it was changed to A or CX while they were open):
+  /// the kernel is then never let keep its attributes, so that it asks for them, handle
+  /// in hand, before each write through such a handle, and that question is refused while
+  /// the class is (``SandboxFilesystem/getattr(_:node:handle:)``). Changed under `ioMode`'s lock.
+  let writesGated = Atomic<Bool>(false)
+  /// Set while a lock transition has the kernel write back and drop this file's cached
+  /// pages: the write-back requests it sends meanwhile carry data written before the
+  /// transition, and are stored whatever the new state says.
+  let flushingForLock = Atomic<Bool>(false)
 
   /// The directory and name the kernel first looked this inode up by (a node found by
   /// file handle has none until its first lookup by name): where to ask the kernel to drop
@@ -115,6 +129,7 @@ final class Inode: Sendable {
     self.openHandles = Atomic(0)
     self.domainValue = Atomic(place.domain.rawValue)
     self.allocated = Mutex(Int64(attributes.st_blocks) * 512)
+    self.measuredSize = Atomic(Int64(attributes.st_size))
   }
 
   /// The storage domain this inode belongs to.
@@ -168,6 +183,8 @@ struct IOMode: Sendable {
   /// Open handles whose I/O goes through the daemon: through the kernel's page cache,
   /// or direct (which the kernel caches too once such a file is mapped).
   var cachedHandles = 0
+  /// Of those, writable handles through the kernel's writeback cache (``HandleKind/writeback``).
+  var cachedWriters = 0
   /// Open handles whose I/O the kernel serves from `backing`.
   var passthroughHandles = 0
   /// The registered backing file while passthrough handles are open.

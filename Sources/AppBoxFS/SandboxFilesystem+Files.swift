@@ -24,6 +24,15 @@ import SandboxPolicy
 // daemon, which clears set-ID bits (under FUSE_HANDLE_KILLPRIV_V2 the kernel leaves that
 // to the daemon, even for writes it passes through itself) and charges the quota write by
 // write.
+//
+// Under the kernel's writeback cache (`--write-cache`; the kernel then allows no
+// passthrough) a writer's handle goes through the cache (``HandleKind/writeback``):
+// writes stay in the kernel and come as whole pages when it writes them back, at the
+// latest when the file is closed or synced. A writer gets such a handle only when its
+// writes could never be refused later (the class rule above) and the sandbox has room for
+// everything the kernel may hold unwritten (``WriteCache/dirtyLimit``); any other writer
+// gets FOPEN_DIRECT_IO, so that each of its writes is decided when it is made, as without
+// the cache. See docs/architecture.md, "Small writes".
 
 /// How the kernel does I/O on an open handle.
 enum HandleKind: UInt64 {
@@ -33,6 +42,9 @@ enum HandleKind: UInt64 {
   case cached = 1
   /// Served by the kernel from a registered backing file.
   case passthrough = 2
+  /// A writer's handle through the kernel's writeback cache: writes come when the kernel
+  /// writes them back (``WriteOrigin/writeback``), reads that miss come as for `cached`.
+  case writeback = 3
 
   /// `handle`'s kind.
   init(handle: FileHandle) { self = HandleKind(rawValue: handle.rawValue >> 32) ?? .direct }
@@ -42,9 +54,34 @@ enum HandleKind: UInt64 {
 }
 
 extension SandboxFilesystem {
-  /// Flags for opening the backing file on behalf of a program.
+  /// Flags for opening the backing file on behalf of a program. Under the writeback cache
+  /// the kernel places every write itself (an append at the size it knows, which is ahead
+  /// of the backing file's while pages are unwritten) and may read through any handle of a
+  /// file to fill a page partly written: `O_APPEND` is dropped, and a write-only open is
+  /// made read-write (``openBacking(_:)`` falls back to write-only, direct, where the
+  /// daemon may not read the file).
   func backingFlags(_ flags: Int32) -> Int32 {
-    (flags & ~(O_CREAT | O_EXCL | O_NOCTTY | Linux.openDirect)) | O_CLOEXEC | accessTimeFlag
+    var backing = (flags & ~(O_CREAT | O_EXCL | O_NOCTTY | Linux.openDirect)) | O_CLOEXEC | accessTimeFlag
+    if driver.writeCache != nil {
+      backing &= ~O_APPEND
+      if backing & O_ACCMODE == O_WRONLY { backing = backing & ~O_ACCMODE | O_RDWR }
+    }
+    return backing
+  }
+
+  /// Opens a backing file with ``backingFlags(_:)`` by `open` (given those flags). Where the
+  /// writeback cache made a write-only open read-write and the backing filesystem refuses
+  /// that (EACCES: a daemon that is not root, a file it may only write), the file is
+  /// opened write-only.
+  /// - Returns: the descriptor, and whether the kernel must not cache this handle's writes
+  ///   (it could not fill partial pages through it).
+  func openBacking(flags: Int32, _ open: (Int32) throws(Errno) -> Int32) throws(Errno) -> (fd: Int32, uncached: Bool) {
+    let backing = backingFlags(flags)
+    do throws(Errno) {
+      return (try open(backing), false)
+    } catch  where error == .accessDenied && flags & O_ACCMODE == O_WRONLY && backing & O_ACCMODE == O_RDWR {
+      return (try open(backing & ~O_ACCMODE | O_WRONLY), true)
+    }
   }
 
   /// `O_NOATIME` on a `-o noatime` mount: the daemon's reads of backing files and
@@ -58,15 +95,30 @@ extension SandboxFilesystem {
   /// reports nothing that `release` or `fsync` would not), there is no writeback cache to
   /// write out, and POSIX locks are kept by the kernel (no getlk/setlk handlers), so no
   /// lock owner needs the flush to drop its locks.
-  func opened(_ fd: Int32, flags: Int32, inode: Inode) -> OpenedFile {
+  func opened(_ fd: Int32, flags: Int32, inode: Inode, uncached: Bool = false) -> OpenedFile {
     // O_TRUNC came with the open (the kernel sends no truncate of its own): what it freed
     // leaves the books now. A new file (nothing allocated) needs no measuring.
     if flags & O_TRUNC != 0, inode.allocated.withLock({ $0 }) > 0 { account(inode, fd: fd) }
     let direct = flags & Linux.openDirect != 0
+    let writer = flags & O_ACCMODE != O_RDONLY
     let mayPassthrough =
-      passthrough.isAvailable && inode.isRegularFile && !direct && flags & O_ACCMODE == O_RDONLY
+      passthrough.isAvailable && inode.isRegularFile && !direct && !writer
       && AccessRule.handleIOStaysAllowed(protectionClass(of: inode), in: protection.snapshot)
+    let writeCache = inode.isRegularFile && writer && !direct ? driver.writeCache : nil
+    let roomForWriteBack = writeCache.map { !uncached && hasRoom(forWriteBack: $0) } ?? false
+    let loaded = writeCache == nil ? nil : protectionClass(of: inode)  // reads it now, outside the lock
     let (kind, backing) = inode.ioMode.withLock { mode -> (HandleKind, BackingID?) in
+      if let loaded {
+        // Decided under this lock, which a change of class takes to see the writers
+        // (``gateWrites(of:)``): a writer sees either the new class or is seen.
+        mode.cachedHandles += 1
+        guard roomForWriteBack,
+          AccessRule.handleIOStaysAllowed(inode.cachedProtection ?? loaded, in: protection.snapshot)
+        else { return (.direct, nil) }
+        mode.cachedWriters += 1
+        writebackWriters.add(1, ordering: .relaxed)
+        return (.writeback, nil)
+      }
       if let backing = mode.backing {
         mode.passthroughHandles += 1
         return (.passthrough, backing)
@@ -88,10 +140,52 @@ extension SandboxFilesystem {
     // mmaps alone go to the backing file). A plain passthrough handle would also hand the
     // caller's O_DIRECT to the backing file, and ext4 refuses unaligned direct I/O
     // (EINVAL).
-    let throughDaemon = kind == .passthrough && (flags & O_ACCMODE != O_RDONLY || direct)
+    let throughDaemon = kind == .passthrough && (writer || direct)
     return OpenedFile(
-      handle: kind.handle(fd), keepCache: kind == .cached, directIO: kind == .direct || throughDaemon, noFlush: true,
-      backing: backing)
+      handle: kind.handle(fd), keepCache: kind == .cached || kind == .writeback,
+      directIO: kind == .direct || throughDaemon, noFlush: true, backing: backing)
+  }
+
+  /// After a change of `inode`'s class: writers that hold handles through the writeback
+  /// cache keep them (the kernel cannot take a handle back), so if the new class can
+  /// refuse handle I/O, their writes are gated (``Inode/writesGated``), and the kernel's
+  /// attributes of the file are dropped so that it asks before its next write; if it
+  /// cannot, the gate opens again. The writers are counted under `ioMode`'s lock, which
+  /// ``opened(_:flags:inode:uncached:)`` holds while it decides on the class it reads
+  /// there. Invalidating attributes alone takes no lock the kernel holds for the request
+  /// that changed the class, so this may run on its thread.
+  func gateWrites(of inode: Inode) {
+    guard let current = inode.cachedProtection else { return }
+    let refusable = !AccessRule.handleIOStaysAllowed(current, in: protection.snapshot)
+    let closing = inode.ioMode.withLock { mode -> Bool in
+      let gated = refusable && mode.cachedWriters > 0
+      return !inode.writesGated.exchange(gated, ordering: .acquiringAndReleasing) && gated
+    }
+    if closing { notifier.withLock { $0 }?.invalidateInode(inodes.node(inode), offset: -1, length: 0) }
+  }
+
+  /// Has the kernel write back what it holds unwritten of every file with a writer through
+  /// its writeback cache (`appbox backup`, which reads the backing directory, asks first):
+  /// an invalidation of a file's pages writes its dirty pages back before it returns
+  /// (the kernel launders each dirty page, a write the daemon's other threads serve),
+  /// which `syncfs(2)` does not wait for on a FUSE mount. The kernel drops the files'
+  /// clean pages too. Runs on a control thread, never on a request thread.
+  /// - Returns: how many files were written back.
+  public func writeBackCachedWrites() -> Int {
+    guard driver.writeCache != nil, let notifier = notifier.withLock({ $0 }) else { return 0 }
+    var files = 0
+    for inode in inodes.snapshot() where inode.isRegularFile && inode.ioMode.withLock({ $0.cachedWriters > 0 }) {
+      notifier.invalidateInode(inodes.node(inode))
+      files += 1
+    }
+    return files
+  }
+
+  /// Whether the sandbox has room for everything the kernel may hold unwritten for the
+  /// mount (so a write-back of pages written now finds its bytes free, unless the
+  /// writers go on writing once the sandbox has filled up).
+  func hasRoom(forWriteBack writeCache: WriteCache) -> Bool {
+    storage.books.withLock { $0.ledger.free } >= writeCache.dirtyLimit
   }
 
   /// Registers `inode`'s backing file for passthrough, read-write when the daemon can open
@@ -150,6 +244,12 @@ extension SandboxFilesystem {
       case .direct, .cached:
         mode.cachedHandles -= 1
         return nil
+      case .writeback:
+        mode.cachedHandles -= 1
+        mode.cachedWriters -= 1
+        writebackWriters.subtract(1, ordering: .relaxed)
+        if mode.cachedWriters == 0 { inode.writesGated.store(false, ordering: .relaxed) }
+        return nil
       case .passthrough:
         mode.passthroughHandles -= 1
         guard mode.passthroughHandles == 0 else { return nil }
@@ -177,15 +277,18 @@ extension SandboxFilesystem {
       purgeCost.cacheOpens.add(1, ordering: .relaxed)  // a hit: the app reads what it cached
     }
     let fd: Int32
+    let uncached: Bool
     do throws(Errno) {
       if flags & O_TRUNC != 0, inode.isRegularFile { try clearSetID(for: ctx, fd: inode.fd) }
-      fd = try withDescriptors { () throws(Errno) -> Int32 in try Sys.reopen(inode.fd, flags: backingFlags(flags)) }
+      (fd, uncached) = try withDescriptors { () throws(Errno) -> (Int32, Bool) in
+        try openBacking(flags: flags) { (backing) throws(Errno) in try Sys.reopen(inode.fd, flags: backing) }
+      }
     } catch {
       unpin(inode)
       throw error
     }
     if flags & O_TRUNC != 0 { account(inode, fd: fd) }  // the truncate gave blocks back
-    return opened(fd, flags: flags, inode: inode)
+    return opened(fd, flags: flags, inode: inode, uncached: uncached)
   }
 
   /// `create`: +1 lookup. The kernel sends it for `O_CREAT` opens of names it has not
@@ -278,12 +381,24 @@ extension SandboxFilesystem {
     -> Written
   {
     let inode = inodes.inode(node)
-    try check(.handleIO, inode)
     let fd = Int32(truncatingIfNeeded: handle.rawValue)
-    try clearSetID(for: ctx, fd: fd)
     let count = data.count
     var limit: Int?
-    let reservation = try reserveForWrite(inode, offset: offset, count: count, limit: &limit)
+    let reservation: Reservation
+    if data.origin == .writeback {
+      // The kernel writing back pages written earlier (under its writeback cache, or of a
+      // shared mapping): their writes were checked then, if at all, so the lock is checked
+      // here unless a lock transition is having them written back before it takes
+      // effect (``Inode/flushingForLock``). Set-ID bits were dealt with by the writes
+      // themselves (the kernel does not cache writes to such files). The kernel takes no
+      // partial write-back: all of it fits or it is ENOSPC, which fsync and close report.
+      if !inode.flushingForLock.load(ordering: .acquiring) { try check(.handleIO, inode) }
+      reservation = try reserveAll(growthEstimate(inode, offset: offset, count: count), area: inode.area)
+    } else {
+      try check(.handleIO, inode)
+      try clearSetID(for: ctx, fd: fd)
+      reservation = try reserveForWrite(inode, offset: offset, count: count, limit: &limit)
+    }
     let written: Int
     do throws(Errno) { written = try data.write(to: fd, at: offset, limit: limit) } catch {
       settle(reservation, inode, fd: fd)  // a failed write may still have allocated

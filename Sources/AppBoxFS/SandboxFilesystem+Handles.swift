@@ -90,12 +90,15 @@ extension SandboxFilesystem {
   /// handle, unless the file was removed or purged (its handles are stale then). Nil also
   /// when the handle cannot be read: then the node's handles go stale, which is what
   /// "not retained" means.
-  func retainedRecord(_ inode: Inode) -> InodeTable.Retained? {
-    guard !inode.purged.load(ordering: .relaxed), let attributes = try? Sys.fstat(inode.fd), attributes.st_nlink > 0,
-      let handle = try? Sys.inodeHandle(inode.fd)
-    else { return nil }
-    return InodeTable.Retained(
+  ///
+  /// Also returns the file's status as read for that (nil when it was not read): the
+  /// forget's last measurement of the file takes it instead of reading it again.
+  func retainedRecord(_ inode: Inode) -> (InodeTable.Retained?, stat?) {
+    guard !inode.purged.load(ordering: .relaxed), let attributes = try? Sys.fstat(inode.fd) else { return (nil, nil) }
+    guard attributes.st_nlink > 0, let handle = try? Sys.inodeHandle(inode.fd) else { return (nil, attributes) }
+    let record = InodeTable.Retained(
       handle: handle, inode: inode.key.inode, domain: inode.domain.rawValue, container: inode.container)
+    return (record, attributes)
   }
 
   /// A readable descriptor of the backing root (`rootFD`) if this daemon may open backing

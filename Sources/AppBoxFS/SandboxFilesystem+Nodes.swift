@@ -36,8 +36,14 @@ extension SandboxFilesystem {
   /// that what the backing filesystem allocated since (say, at writeback) is charged
   /// before the next lookup starts from a fresh measurement; its handle is retained.
   public func forget(_ node: NodeID, count: UInt64) {
-    if let dropped = inodes.forget(node, count: count, retaining: retainedRecord), dropped.isRegularFile {
-      account(dropped, fd: dropped.fd)
+    var status: stat?  // read for the retained record, when it was: one fstat for both
+    let dropped = inodes.forget(node, count: count) { inode in
+      let (record, attributes) = retainedRecord(inode)
+      status = attributes
+      return record
+    }
+    if let dropped, dropped.isRegularFile {
+      account(dropped, fd: dropped.fd, known: status)
       do throws(Errno) { try revocation.disarm(dropped) } catch {
         internalError(.passthroughDisarm, error, "cannot take the passthrough mark off a forgotten file")
       }
@@ -46,10 +52,24 @@ extension SandboxFilesystem {
 
   /// `getattr`. A purged file is ESTALE: the kernel then looks its name up again (a
   /// `stat` or an open's permission check retries, and finds the name gone or new).
+  ///
+  /// With a handle through the writeback cache of a file whose writes are gated
+  /// (``Inode/writesGated``), this is the kernel about to read or write through that
+  /// handle: refused (EPERM, counted and logged) while the file's class refuses handle
+  /// I/O, as the read or write would be.
   public func getattr(_ ctx: Caller, node: NodeID, handle: FileHandle?) throws(Errno) -> stat {
     let inode = inodes.inode(node)
     if isPurged(inode) { throw .stale }
+    if let handle, HandleKind(handle: handle) == .writeback, inode.writesGated.load(ordering: .acquiring) {
+      try check(.handleIO, inode)
+    }
     return try Sys.fstat(inode.fd)
+  }
+
+  /// The kernel keeps no attributes of a file whose writes are gated: it must ask before
+  /// each write through the cache.
+  public func cachesAttributes(of node: NodeID) -> Bool {
+    node == .root || !inodes.inode(node).writesGated.load(ordering: .acquiring)
   }
 
   /// `setattr`: mode, owner, size, times (incl. `UTIME_NOW`; unset ones are `UTIME_OMIT`).

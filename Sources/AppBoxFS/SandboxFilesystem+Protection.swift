@@ -161,7 +161,10 @@ extension SandboxFilesystem {
         for inode in inodes.snapshot() where inode.isRegularFile {
           if let known = inode.cachedProtection, closed.contains(known) {
             guardPassthroughReads(of: inode, closed: true)
+            // Dirty pages the kernel writes back now were written before the lock.
+            inode.flushingForLock.store(true, ordering: .releasing)
             notifier.invalidateInode(inodes.node(inode))
+            inode.flushingForLock.store(false, ordering: .releasing)
           }
         }
       }

@@ -12,14 +12,21 @@ import Synchronization
 // MARK: - Quota: reservations, accounting, purging
 
 extension SandboxFilesystem {
-  /// Bytes a write of `count` at `offset` may newly allocate: nothing when it stays within
-  /// what is allocated, else the bytes past it plus one block for the filesystem's own
-  /// metadata. The real change is measured afterwards (``account(_:fd:reserved:)``).
+  /// Bytes a write of `count` at `offset` may newly allocate, plus one block for the
+  /// filesystem's own metadata. A file whose blocks cover its size (as its last
+  /// measurement counted them) has no holes to fill: only what the write puts past the
+  /// last covered block needs room. Any other file may have holes anywhere below its end,
+  /// and the whole write is reserved: writes do not come in file order (the kernel's
+  /// write-back of a file runs on several workers at once), so "past the allocated byte
+  /// count" is no measure of what a write fills. The real change is measured afterwards
+  /// (``account(_:fd:known:)``).
   func growthEstimate(_ inode: Inode, offset: off_t, count: Int) -> Int64 {
-    let allocated = inode.allocated.withLock { $0 }
+    let (allocated, size) = inode.allocated.withLock { ($0, inode.measuredSize.load(ordering: .relaxed)) }
     let end = Int64(offset) + Int64(count)
-    guard end > allocated else { return 0 }
-    return AllocationBlocks.withMetadata(min(Int64(count), end - allocated))
+    let covered = AllocationBlocks.roundUp(size)
+    guard allocated >= covered else { return AllocationBlocks.withMetadata(Int64(count)) }
+    guard end > covered else { return 0 }
+    return AllocationBlocks.withMetadata(min(Int64(count), end - covered))
   }
 
   /// Takes `need` bytes from the quota for `area`, purging tmp and Caches if they are
@@ -117,6 +124,7 @@ extension SandboxFilesystem {
       }
       guard st.st_nlink > 0 else { return .offBooks }
       let now = Int64(st.st_blocks) * 512
+      inode.measuredSize.store(Int64(st.st_size), ordering: .relaxed)
       defer { charged = now }
       return .measured(delta: now - charged, now: now, st: st, area: inode.area)
     }

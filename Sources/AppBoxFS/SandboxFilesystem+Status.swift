@@ -15,6 +15,9 @@ extension SandboxFilesystem {
       "{" + driver.requestCounts.map { JSONText.quoted($0.operation) + ":" + String($0.count) }.joined(separator: ",")
       + "}"
     let drops = driver.stalePageDrops
+    let writeCache = driver.writeCache.map {
+      "{\"dirtyLimit\":\($0.dirtyLimit),\"writers\":\(writebackWriters.load(ordering: .relaxed))}"
+    }
     let guarded = revocation.counts
     let purgeCost = purgeCost.jsonObject
     let log = events.status
@@ -75,6 +78,7 @@ extension SandboxFilesystem {
         ("transport", transport),
         ("requests", requests),
         ("stalePages", "{\"dropped\":\(drops.dropped),\"lapsed\":\(drops.lapsed)}"),
+        ("writeCache", writeCache ?? "null"),
       ]
       let device = deviceFields(ledger: ledger, catalog: catalog, containers: containers)
       return "{" + (fields + device).map { JSONText.quoted($0.0) + ":" + $0.1 }.joined(separator: ",") + "}"

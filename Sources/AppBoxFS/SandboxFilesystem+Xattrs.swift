@@ -216,6 +216,7 @@ extension SandboxFilesystem {
   private func reclassified(_ inode: Inode, to protectionClass: ProtectionClass) {
     inode.cachedProtection = protectionClass
     unreadableClasses.repaired(inode.key)
+    if inode.isRegularFile { gateWrites(of: inode) }
     guard inode.isRegularFile, !AccessRule.decide(protectionClass, .handleIO, in: protection.snapshot) else { return }
     guardPassthroughReads(of: inode, closed: true)
     notifier.withLock { $0 }?.invalidateInode(inodes.node(inode))

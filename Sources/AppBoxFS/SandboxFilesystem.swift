@@ -58,6 +58,8 @@ public final class SandboxFilesystem: Filesystem {
   let passthrough: any PassthroughFiles
   /// Files open in passthrough mode now.
   let passthroughFiles = Atomic<Int>(0)
+  /// Writable handles through the kernel's writeback cache open now.
+  let writebackWriters = Atomic<Int>(0)
   /// Refuses passthrough reads of files whose class has closed.
   let revocation = PassthroughRevocation()
   /// Recently purged names and what purges cost the app.
@@ -267,7 +269,8 @@ public final class SandboxFilesystem: Filesystem {
       node: inodes.node(inode), attributes: attributes,
       entryTimeout: inodes.count > descriptorBudget || (device != nil && inode.isContainerRoot)
         ? 0 : configuration.entryTimeout,
-      attributeTimeout: configuration.attributeTimeout(for: attributes),
+      attributeTimeout: inode.writesGated.load(ordering: .acquiring)
+        ? 0 : configuration.attributeTimeout(for: attributes),
       generation: inode === inodes.root ? 0 : generation)
   }
 

@@ -23,6 +23,9 @@ public protocol Filesystem: AnyObject, Sendable {
   func lookup(_ ctx: Caller, parent: NodeID, name: FileName) throws(Errno) -> Entry
   /// `forget` / `forget_multi`: the kernel dropped `count` lookups of `node`.
   func forget(_ node: NodeID, count: UInt64)
+  /// Whether the kernel may keep `node`'s attributes for the configured time; false: it
+  /// must ask again before it uses them (a `getattr` reply with no timeout).
+  func cachesAttributes(of node: NodeID) -> Bool
   /// `getattr`.
   func getattr(_ ctx: Caller, node: NodeID, handle: FileHandle?) throws(Errno) -> stat
   /// `setattr`: change what `fields` names to the values in `attributes`.
@@ -102,4 +105,9 @@ public protocol Filesystem: AnyObject, Sendable {
     _ ctx: Caller, from: NodeID, handle inHandle: FileHandle, offset inOffset: off_t, to: NodeID,
     handle outHandle: FileHandle, offset outOffset: off_t, count: Int, flags: Int32
   ) throws(Errno) -> Int
+}
+
+extension Filesystem {
+  /// Every node's: the configured time.
+  public func cachesAttributes(of node: NodeID) -> Bool { true }
 }

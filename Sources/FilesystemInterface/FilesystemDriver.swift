@@ -23,9 +23,16 @@ public protocol FilesystemDriver: Sendable {
   /// (``Written/stalePages``), and those replied to before it could be done (the kernel
   /// kept the invalidation waiting too long).
   var stalePageDrops: (dropped: UInt64, lapsed: UInt64) { get }
+
+  /// The kernel's writeback cache, once the kernel agreed to it (nil: every write comes
+  /// to the filesystem as the program makes it).
+  var writeCache: WriteCache? { get }
 }
 
 extension FilesystemDriver {
+  /// None: a driver without a kernel caches no writes.
+  public var writeCache: WriteCache? { nil }
+
   /// None: a driver without a kernel has no page cache.
   public var stalePageDrops: (dropped: UInt64, lapsed: UInt64) { (0, 0) }
 }

@@ -34,6 +34,10 @@ public struct FuseConfiguration: Sendable {
   public var transport = RequestTransport.ioUring
   /// Why io_uring, though asked for, must not be used on this mount (nil: it may).
   public var ioUringRefusal: String?
+  /// Ask the kernel for its writeback cache (`--write-cache`): writes stay in its page
+  /// cache until it writes them back. The kernel then refuses passthrough for the whole
+  /// mount, and the filesystem decides which opens use the cache (docs/architecture.md).
+  public var writeCache = false
 
   /// The busy-poll window where the program and the daemon can run at the same time.
   static let busyPollWindow: UInt32 = 30
@@ -52,8 +56,14 @@ public struct FuseConfiguration: Sendable {
     want |= capable & (cfuse_cap_readdirplus() | cfuse_cap_readdirplus_auto())
     want |= capable & cfuse_cap_parallel_dirops()
     want |= capable & cfuse_cap_cache_symlinks()
-    // Every write must reach the daemon: the lock state and the quota decide each one.
-    want &= ~cfuse_cap_writeback_cache()
+    // Without the writeback cache every write reaches the daemon as it is made, where the
+    // lock state and the quota decide it; with it, only writes through handles the
+    // filesystem opens for direct I/O do (SandboxFilesystem.opened).
+    if writeCache {
+      want |= capable & cfuse_cap_writeback_cache()
+    } else {
+      want &= ~cfuse_cap_writeback_cache()
+    }
     // The kernel drops cached pages whose mtime changed (cheap, keeps mmap coherent).
     want |= capable & cfuse_cap_auto_inval_data()
     // Modes of new files arrive without the caller's umask, which comes beside them: the
@@ -77,6 +87,7 @@ public struct FuseConfiguration: Sendable {
       want |= capable & (cfuse_cap_splice_write() | cfuse_cap_splice_move())
     }
     conn.pointee.want = want
+    WriteCacheState.negotiated.store(want & cfuse_cap_writeback_cache() != 0, ordering: .releasing)
     conn.pointee.max_write = maxWrite
     conn.pointee.max_read = maxRead
     conn.pointee.max_readahead = min(maxReadahead, conn.pointee.max_readahead)

@@ -94,7 +94,12 @@ private func readdir(
 
 /// Builds the `fuse_lowlevel_ops` table. `nonisolated` with capture-free closures: libfuse
 /// calls these on its worker threads, never on the main actor.
-nonisolated func makeOperations() -> fuse_lowlevel_ops {
+/// - Parameter flush: whether to serve `flush`. Every open asks the kernel not to send it
+///   (`FOPEN_NOFLUSH`), which the kernel ignores under its writeback cache: there it
+///   writes the file's dirty pages back at each close and then sends `flush`, unless it was
+///   answered ENOSYS once (libfuse's answer to an operation it has no handler for), after
+///   which it sends none on the mount. The daemon has nothing to do in it.
+nonisolated func makeOperations(flush: Bool) -> fuse_lowlevel_ops {
   var ops = fuse_lowlevel_ops()
   ops.`init` = { userdata, conn in
     let box = Unmanaged<FilesystemBox>.fromOpaque(userdata!).takeUnretainedValue()
@@ -122,7 +127,7 @@ nonisolated func makeOperations() -> fuse_lowlevel_ops {
     do throws(Errno) {
       var st = try filesystem(req).getattr(
         Caller(req!), node: NodeID(rawValue: ino), handle: fi.map { FileHandle(rawValue: $0.pointee.fh) })
-      fuse_reply_attr(req, &st, box(req).configuration.timeouts.attributeTimeout(for: st))
+      fuse_reply_attr(req, &st, attributeTimeout(req, ino, st))
     } catch { reply(req, error) }
   }
   ops.setattr = { req, ino, attr, toSet, fi in
@@ -130,7 +135,7 @@ nonisolated func makeOperations() -> fuse_lowlevel_ops {
       var st = try filesystem(req).setattr(
         Caller(req!), node: NodeID(rawValue: ino), attributes: attr!.pointee,
         fields: SetAttributes(fuse: toSet), handle: fi.map { FileHandle(rawValue: $0.pointee.fh) })
-      fuse_reply_attr(req, &st, box(req).configuration.timeouts.attributeTimeout(for: st))
+      fuse_reply_attr(req, &st, attributeTimeout(req, ino, st))
     } catch { reply(req, error) }
   }
   ops.readlink = { req, ino in
@@ -256,11 +261,14 @@ nonisolated func makeOperations() -> fuse_lowlevel_ops {
       }
     } catch { reply(req, error) }
   }
-  ops.flush = { req, ino, fi in
-    do throws(Errno) {
-      try filesystem(req).flush(Caller(req!), node: NodeID(rawValue: ino), handle: FileHandle(rawValue: fi!.pointee.fh))
-      fuse_reply_err(req, 0)
-    } catch { reply(req, error) }
+  if flush {
+    ops.flush = { req, ino, fi in
+      do throws(Errno) {
+        try filesystem(req).flush(
+          Caller(req!), node: NodeID(rawValue: ino), handle: FileHandle(rawValue: fi!.pointee.fh))
+        fuse_reply_err(req, 0)
+      } catch { reply(req, error) }
+    }
   }
   ops.release = { req, ino, fi in
     filesystem(req).release(Caller(req!), node: NodeID(rawValue: ino), handle: FileHandle(rawValue: fi!.pointee.fh))
@@ -365,6 +373,15 @@ nonisolated func makeOperations() -> fuse_lowlevel_ops {
     } catch { reply(req, error) }
   }
   return ops
+}
+
+/// How long the kernel may cache attributes `st` of node `ino` (the configured time, but
+/// none where the filesystem says so).
+@inline(__always)
+private func attributeTimeout(_ req: fuse_req_t?, _ ino: fuse_ino_t, _ st: stat) -> Double {
+  let box = box(req)
+  return box.filesystem.cachesAttributes(of: NodeID(rawValue: ino))
+    ? box.configuration.timeouts.attributeTimeout(for: st) : 0
 }
 
 @inline(__always)

@@ -77,7 +77,7 @@ public final class FuseSession {
       argv.append(strdup(options.joined(separator: ",")))
     }
     defer { argv.forEach { free($0) } }
-    var ops = makeOperations()
+    var ops = makeOperations(flush: !configuration.writeCache)
     let created = argv.withUnsafeMutableBufferPointer { buffer -> OpaquePointer? in
       var args = cfuse_args_init(Int32(buffer.count), buffer.baseAddress)
       defer { fuse_opt_free_args(&args) }
@@ -96,6 +96,7 @@ public final class FuseSession {
     guard fuse_session_mount(session, mountpoint) == 0 else { throw .mountFailed(mountpoint) }
     mounted = true
     let configuration = box.takeUnretainedValue().configuration
+    if configuration.writeCache { WriteCacheState.readDirtyLimit(mountpoint: mountpoint) }
     var wanted = UInt32(CFUSE_DEVICE_KILLPRIV_V2 | CFUSE_DEVICE_DIRECT_IO_MMAP)
     if configuration.passthrough { wanted |= UInt32(CFUSE_DEVICE_PASSTHROUGH) }
     if configuration.transport == .ioUring {

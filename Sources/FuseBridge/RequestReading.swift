@@ -50,6 +50,8 @@ public struct FuseDriver: FilesystemDriver {
       fallbackReason: reason.isEmpty ? nil : reason)
   }
 
+  public var writeCache: WriteCache? { WriteCacheState.current }
+
   public var stalePageDrops: (dropped: UInt64, lapsed: UInt64) {
     (StalePageDrops.dropped.load(ordering: .relaxed), StalePageDrops.lapsed.load(ordering: .relaxed))
   }

@@ -52,6 +52,15 @@ static inline long cposix_utime_omit(void) { return UTIME_OMIT; }
 static inline int cposix_renameat2(int olddirfd, const char *oldpath, int newdirfd, const char *newpath, unsigned flags) {
   return (int)syscall(SYS_renameat2, olddirfd, oldpath, newdirfd, newpath, flags);
 }
+/// `fchmodat2(fd, "", mode, AT_EMPTY_PATH)` (Linux 6.6+): a mode change through any
+/// descriptor, an `O_PATH` one included (glibc 2.36 has no wrapper). -1/ENOSYS before.
+static inline int cposix_fchmod_empty_path(int fd, mode_t mode) {
+#ifndef SYS_fchmodat2
+#define SYS_fchmodat2 452
+#endif
+  return (int)syscall(SYS_fchmodat2, fd, "", mode, AT_EMPTY_PATH);
+}
+
 static inline int cposix_fallocate(int fd, int mode, off_t offset, off_t len) {
   return (int)syscall(SYS_fallocate, fd, mode, offset, len);
 }

@@ -7,13 +7,19 @@ import Synchronization
 #endif
 
 /// A driver without a kernel: no passthrough, and no other reader to hand the device to
-/// (it counts how often a handler asked, as a long wait on a mount would).
+/// (it counts how often a handler asked, as a long wait on a mount would); a writeback
+/// cache when a test says the kernel agreed to one.
 final class InMemoryDriver: FilesystemDriver {
   private let handOffs = Atomic<Int>(0)
   private let files: (any PassthroughFiles)?
+  let writeCache: WriteCache?
 
-  /// A driver without passthrough, or with `passthrough` standing in for the kernel's.
-  init(passthrough: (any PassthroughFiles)? = nil) { files = passthrough }
+  /// A driver without passthrough, or with `passthrough` standing in for the kernel's;
+  /// with `writeCache`, as a kernel that agreed to cache writes.
+  init(passthrough: (any PassthroughFiles)? = nil, writeCache: WriteCache? = nil) {
+    files = passthrough
+    self.writeCache = writeCache
+  }
 
   var passthrough: any PassthroughFiles { files ?? NoPassthrough() }
   func handOff() { handOffs.add(1, ordering: .relaxed) }
