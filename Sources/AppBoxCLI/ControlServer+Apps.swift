@@ -54,7 +54,7 @@ extension ControlServer {
         }
         appRuns.register(ids[0], process: process)
         do throws(CLIError) {
-          return "{\"ok\":true,\"cgroup\":\(JSONText.quoted(try runGroups.newRun(access)))}"
+          return "{\"ok\":true,\"cgroup\":\(JSONText.quoted(try runGroups.newRun(access, keeper: process)))}"
         } catch {
           return Self.error(error.message, code: error.code)
         }

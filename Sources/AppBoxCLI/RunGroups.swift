@@ -46,6 +46,9 @@ final class RunGroups: RunMembership {
     var hierarchy: String?
     /// Each run's group (its path in the hierarchy, as `/proc/TID/cgroup` shows it) and app.
     var runs: [[UInt8]: RunAccess] = [:]
+    /// Each run's keeper: its group is not removed while the keeper lives (it is empty
+    /// until the keeper has started the program in it).
+    var keepers: [[UInt8]: ProcessIdentity] = [:]
     var next = 1
     var records: [pid_t: Record] = [:]
     /// The same records by key, for the watcher.
@@ -149,12 +152,12 @@ final class RunGroups: RunMembership {
     return nil
   }
 
-  /// Makes a new run's group for `access`'s app (and, the first time, finds or mounts the
-  /// hierarchy and makes the mount's directory); groups of earlier runs that are empty
-  /// now are removed first.
+  /// Makes a new run's group for `access`'s app, started by `keeper` (and, the first time,
+  /// finds or mounts the hierarchy and makes the mount's directory); groups of earlier
+  /// runs that are empty and whose keeper has ended are removed first.
   /// - Returns: the group's path, for the keeper to start the program in.
   /// - Throws: a message saying why confinement is not available here.
-  func newRun(_ access: RunAccess) throws(CLIError) -> String {
+  func newRun(_ access: RunAccess, keeper: ProcessIdentity) throws(CLIError) -> String {
     removeEmptyGroups()
     let hierarchy = try self.hierarchy()
     let base = hierarchy + "/" + name
@@ -173,6 +176,7 @@ final class RunGroups: RunMembership {
         throw CLIError(.unavailable, "cannot make the control group \(hierarchy + group): \(error)")
       }
       state.runs[Array(group.utf8)] = access
+      state.keepers[Array(group.utf8)] = keeper
       runCount.store(state.runs.count, ordering: .releasing)
       return hierarchy + group
     }
@@ -208,11 +212,22 @@ final class RunGroups: RunMembership {
     return found
   }
 
-  /// Removes the groups of runs that have ended (no process left in them).
+  /// Removes the groups of runs that have ended (no process left in them, and their
+  /// keeper gone: a run's group is empty from its making until its keeper's `clone3`,
+  /// and another run's start may come in between).
   func removeEmptyGroups() {
     guard let hierarchy = state.withLock({ $0.hierarchy }) else { return }
     let groups = state.withLock { Array($0.runs.keys) }
     for group in groups {
+      if let keeper = state.withLock({ $0.keepers[group] }) {
+        do throws(Errno) {
+          if try Sys.processStat(keeper.pid).startTime == keeper.startTime { continue }  // starting, or waiting
+        } catch  where error == .noEntry || error == Errno(rawValue: ESRCH) {
+          // ended: the group may go once empty
+        } catch {
+          continue  // cannot be told: kept, and tried again at the next run
+        }
+      }
       let path = hierarchy + String(decoding: group, as: UTF8.self)
       do throws(Errno) { try ControlGroups.removeGroup(path) } catch  where error == .busy {
         continue  // a process of the run is still in it
@@ -221,6 +236,7 @@ final class RunGroups: RunMembership {
       } catch {}
       state.withLock { state in
         state.runs[group] = nil
+        state.keepers[group] = nil
         runCount.store(state.runs.count, ordering: .releasing)
       }
     }
