@@ -108,7 +108,7 @@ final class RuntimeDirectory: Sendable {
       let stream = try? DirectoryStream(fd: fd)
     else { return [] }  // absent is the meaning: no directory there is known to be uid's
     var names: [String] = []
-    while let item = try? stream.next() {
+    while let item = try? stream.next() {  // absent: the end, or the rest unknown to be uid's
       let entry = String(cString: item.name)
       if entry.hasPrefix(name), entry.count == name.count + 6 { names.append(entry) }
     }
