@@ -20,7 +20,7 @@ struct BackingLock {
       throw CLIError(.noInput, "cannot open the backing directory \(backing): \(error)")
     }
     do { try Sys.lockExclusively(fd) } catch {
-      let st = try? Sys.fstat(fd)
+      let st = try? Sys.fstat(fd)  // absent is the meaning: the holder is then not named, still refused
       Sys.close(fd)
       guard error == .wouldBlock else {
         throw CLIError(.osError, "cannot lock the backing directory \(backing): \(error)")
@@ -37,7 +37,7 @@ struct BackingLock {
 
   /// The process holding a `flock` on the file `st` describes, from `/proc/locks`.
   static func holder(of st: stat) -> pid_t? {
-    guard let table = try? Sys.readFile("/proc/locks") else { return nil }
+    guard let table = try? Sys.readFile("/proc/locks") else { return nil }  // absent: holder unknown
     // "1: FLOCK  ADVISORY  WRITE 1234 fd:01:5678 0 EOF" (major and minor in hex).
     let device = UInt64(st.st_dev)
     let major: UInt64 = ((device >> 8) & 0xfff) | ((device >> 32) & ~0xfff)
@@ -59,10 +59,11 @@ struct BackingLock {
   /// "the mount at M (daemon pid P)" when `pid` is the daemon of a mount this user can
   /// see the runtime files of, else "the daemon with pid P".
   static func describe(pid: pid_t) -> String {
-    let mounts = (try? MountTable.mounts()) ?? []
+    let mounts = (try? MountTable.mounts()) ?? []  // absent is the meaning: only the pid is named
     for mount in mounts where mount.type == "fuse.appbox" {
       guard let owner = mount.ownerUID else { continue }
       var directories = (try? RuntimeDirectory.standard(for: owner)) ?? []  // absent is the meaning: none found
+      // Absent is the meaning: no runtime directory of ours to look in.
       if owner == Sys.effectiveUID, let current = try? RuntimeDirectory.current() { directories.insert(current, at: 0) }
       if directories.contains(where: { $0.files(for: mount.mountpoint).daemonPID == pid }) {
         return "the mount at \(mount.mountpoint) (daemon pid \(pid))"

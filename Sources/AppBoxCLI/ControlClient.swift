@@ -149,6 +149,7 @@ enum ControlClient {
   /// The reply as a dictionary; empty when it is not a JSON object (which ``send`` takes as
   /// no answer, an error).
   static func object(_ reply: String) -> [String: Any] {
+    // Absent is the meaning: a reply that is no JSON object is no answer.
     (try? JSONSerialization.jsonObject(with: Data(reply.utf8)) as? [String: Any]) ?? [:]
   }
 }

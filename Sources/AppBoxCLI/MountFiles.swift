@@ -42,7 +42,7 @@ struct MountFiles {
   /// The daemon's process id, if its pid file names a live process. Nil also when the pid
   /// file cannot be read or is not the owner's: a client then believes no peer
   /// (``ControlClient/verifyPeer(_:of:)``).
-  var daemonPID: pid_t? { try? daemon() }
+  var daemonPID: pid_t? { try? daemon() }  // absent is the meaning: no peer to believe
 
   /// The daemon's process id, if its pid file names a live process; nil when there is no
   /// pid file or it names none.

@@ -55,6 +55,7 @@ final class TerminalProgress: Sendable {
   }
 
   private func write(_ text: String) {
+    // Absent is the meaning: progress on stderr is a display; a failed write has nowhere to go.
     _ = Array(text.utf8).withUnsafeBytes { try? Sys.write(2, $0) }
   }
 }

@@ -286,6 +286,7 @@ struct SandboxMount {
   /// installed; a mount whose daemon does not answer us (another user's, a sidecar's) is
   /// taken as plain.
   func checkKind(for plan: RunPlan) throws(CLIError) {
+    // Absent is the meaning: a daemon that does not answer us is not ours to ask (below).
     guard let target = try? ControlClient.target(mountpoint), let reply = try? ControlClient.send("status", to: target),
       let status = ControlClient.object(reply)["status"] as? [String: Any]
     else {

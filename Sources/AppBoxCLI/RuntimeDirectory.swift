@@ -108,9 +108,15 @@ final class RuntimeDirectory: Sendable {
       let stream = try? DirectoryStream(fd: fd)
     else { return [] }  // absent is the meaning: no directory there is known to be uid's
     var names: [String] = []
-    while let item = try? stream.next() {
-      let entry = String(cString: item.name)
-      if entry.hasPrefix(name), entry.count == name.count + 6 { names.append(entry) }
+    // A listing that fails part-way is refused, not taken as complete: a directory missed
+    // would make `current()` start another one, and clients miss the daemon's files.
+    do throws(Errno) {
+      while let item = try stream.next() {
+        let entry = String(cString: item.name)
+        if entry.hasPrefix(name), entry.count == name.count + 6 { names.append(entry) }
+      }
+    } catch {
+      throw CLIError(.osError, "cannot list /tmp for the runtime directory: \(error)")
     }
     var found: [RuntimeDirectory] = []
     for entry in names.sorted() {

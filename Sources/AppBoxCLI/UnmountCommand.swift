@@ -31,6 +31,7 @@ enum UnmountCommand {
   }
 
   static var fusermount: String {
+    // Absent is the meaning: a path that cannot be executed is not the one to run.
     ["/usr/bin/fusermount3", "/bin/fusermount3"].first { (try? Sys.access($0, X_OK)) != nil } ?? "fusermount3"
   }
 }

@@ -38,6 +38,7 @@ public final class DirectoryStream {
 
   /// The next entry, or nil at the end.
   public func next() throws(Errno) -> Item? {
+    try SyscallFaults.check(.readdir)
     errno = 0
     guard let entry = readdir(stream) else {
       if errno != 0 { throw Errno.current }

@@ -49,6 +49,8 @@ public enum Syscall: String, Hashable, Sendable, CaseIterable {
   /// `getsockopt(SO_PEERPIDFD)` (``PeerProcess/of(_:)``): ENOPROTOOPT makes it take the
   /// path of a kernel older than 6.5.
   case peerPIDFD
+  /// `readdir` (``DirectoryStream/next()``).
+  case readdir
 }
 
 /// How one injected fault behaves.

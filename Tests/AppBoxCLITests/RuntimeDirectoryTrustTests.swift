@@ -206,3 +206,14 @@ extension RuntimeDirectory.Opening {
     return false
   }
 }
+
+/// A listing of `/tmp` that fails part-way is an error, not a short list (issue #25).
+@Suite("Runtime directory: fallback listing fails closed")
+struct RuntimeDirectoryListingTests {
+  @Test func readdirFailureIsAnError() throws {
+    try SyscallFaults.inject([.readdir: SyscallFault(.ioError)]) { faults in
+      #expect(throws: CLIError.self) { try RuntimeDirectory.fallbacks(for: Sys.effectiveUID) }
+      #expect(faults.failures(.readdir) == 1)
+    }
+  }
+}
