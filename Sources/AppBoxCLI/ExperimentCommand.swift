@@ -145,10 +145,17 @@ enum ExperimentCommand {
     let status: Int32
     var statuses: [(String, Int32)] = []
     if plan.apps.isEmpty {
+      // As `appbox run MOUNTPOINT` does: a keeper registers the run with the daemon, which
+      // refuses device control (lock, purge, resize) from the program's tree.
       let runPlan = RunPlan(
         mountOptions: [], settings: [], mountpoint: mountpoint, backing: backing, program: plan.program)
-      status = RunCommand.runProgram(
-        runPlan, root: mountpoint, events: logs.path + "/" + EventLogDirectory.currentName(id))
+      do throws(CLIError) {
+        status = try RunKeeper.start(
+          runPlan, mount: SandboxMount(mountpoint: mountpoint, mountedHere: false, temporaryDirectory: nil))
+      } catch {
+        SandboxMount(mountpoint: mountpoint, mountedHere: true, temporaryDirectory: directory).finish()
+        throw error
+      }
     } else {
       do throws(CLIError) { statuses = try runApps(plan, on: mountpoint) } catch {
         SandboxMount(mountpoint: mountpoint, mountedHere: true, temporaryDirectory: directory).finish()
