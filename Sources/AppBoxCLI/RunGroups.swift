@@ -9,7 +9,7 @@ import Synchronization
 #endif
 
 /// A device mount's runs of `appbox run --app`, each a cgroup v2 group
-/// (docs/architecture.md#app-confinement): the daemon makes `appbox/<mount id>/run-N` in
+/// (docs/architecture.md#app-confinement): the daemon makes `appbox/<mount id>.<daemon pid>/run-N` in
 /// the unified hierarchy, owned by root and mode 0755, so that a process in it that is not
 /// root can neither leave it nor move another process in (both need write access to a
 /// group above); the run's keeper starts the program in it (clone3 with
@@ -19,7 +19,7 @@ import Synchronization
 /// it lives: a thread id is reused only after its thread has exited, so no later thread
 /// inherits another's answer.
 final class RunGroups: RunMembership {
-  /// The mount's directory in the hierarchy: `appbox/<mount id>` (for groups and for
+  /// The mount's directory in the hierarchy: `appbox/<mount id>.<daemon pid>` (for groups and for
   /// `/proc/TID/cgroup`), and its path.
   private let name: String
   /// Where the daemon mounts the unified hierarchy when none is mounted (root only).
@@ -55,6 +55,9 @@ final class RunGroups: RunMembership {
     var byKey: [UInt64: Record] = [:]
     var nextKey: UInt64 = 1
     var watching = false
+    /// The mount's directory, open with a shared `flock` for the daemon's life: the claim
+    /// that tells a later daemon this mount's groups are not abandoned.
+    var claim: Int32?
   }
 
   /// Lock order: a leaf. Held across no syscall but a group's `mkdir` and the `close` of
@@ -72,9 +75,11 @@ final class RunGroups: RunMembership {
   /// Whether the watcher's epoll set failed.
   private let watchFailed = Atomic<Bool>(false)
 
-  /// The runs of the mount with log id `mountID`.
+  /// The runs of the mount with log id `mountID`, served by this process. The id is unique
+  /// per mountpoint only (two devices mounted in one second share it): the daemon's pid
+  /// makes the directory's name its own.
   init(mountID: String) {
-    name = "appbox/\(mountID)"
+    name = "appbox/\(mountID).\(getpid())"
     exits = try? ThreadExitWatch()  // absent: the slower, equally exact poll per request
   }
 
@@ -160,25 +165,89 @@ final class RunGroups: RunMembership {
   func newRun(_ access: RunAccess, keeper: ProcessIdentity) throws(CLIError) -> String {
     removeEmptyGroups()
     let hierarchy = try self.hierarchy()
-    let base = hierarchy + "/" + name
-    do throws(Errno) {
-      for path in [hierarchy + "/appbox", base] {
-        do throws(Errno) { try ControlGroups.makeGroup(path) } catch  where error == .exists {}
-      }
-    } catch {
+    do throws(Errno) { try claimDirectory(in: hierarchy) } catch {
       throw CLIError(
         .unavailable, "cannot make the run's control group in \(hierarchy): \(error) (app confinement needs root)")
     }
     return try state.withLock { (state) throws(CLIError) -> String in
-      let group = "/\(name)/run-\(state.next)"
-      state.next += 1
-      do throws(Errno) { try ControlGroups.makeGroup(hierarchy + group) } catch {
-        throw CLIError(.unavailable, "cannot make the control group \(hierarchy + group): \(error)")
+      var group: String
+      while true {
+        group = "/\(name)/run-\(state.next)"
+        state.next += 1
+        do throws(Errno) {
+          try ControlGroups.makeGroup(hierarchy + group)
+          break
+        } catch  where error == .exists {
+          continue  // left by an earlier daemon with this name (its pid reused): the next number
+        } catch {
+          throw CLIError(.unavailable, "cannot make the control group \(hierarchy + group): \(error)")
+        }
       }
       state.runs[Array(group.utf8)] = access
       state.keepers[Array(group.utf8)] = keeper
       runCount.store(state.runs.count, ordering: .releasing)
       return hierarchy + group
+    }
+  }
+
+  /// Makes the mount's directory (`appbox/<mount id>.<daemon pid>`) and claims it for this daemon's life,
+  /// once; the first time, also removes what daemons that ended without unmounting (`kill
+  /// -9`) left: their empty groups and directories, which no daemon claims any more.
+  private func claimDirectory(in hierarchy: String) throws(Errno) {
+    guard state.withLock({ $0.claim == nil }) else { return }
+    let top = hierarchy + "/appbox"
+    let base = hierarchy + "/" + name
+    do throws(Errno) { try ControlGroups.makeGroup(top) } catch  where error == .exists {}
+    removeAbandonedDirectories(in: top)
+    // Another daemon's sweep may remove the directory between its making and the claim:
+    // the claim holds only on the directory the path still names.
+    for _ in 0..<3 {
+      do throws(Errno) { try ControlGroups.makeGroup(base) } catch  where error == .exists {}
+      let fd = try Sys.open(base, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+      do throws(Errno) {
+        try ControlGroups.claim(fd)
+        if try Sys.fstat(fd).st_ino == Sys.lstatPath(base).st_ino {
+          // Two first runs at once both claim: one descriptor is kept.
+          let kept = state.withLock { state in
+            if state.claim == nil { state.claim = fd }
+            return state.claim == fd
+          }
+          if !kept { Sys.close(fd) }
+          return
+        }
+      } catch  where error == .noEntry {
+        // removed meanwhile: made again
+      } catch {
+        Sys.close(fd)
+        throw error
+      }
+      Sys.close(fd)
+    }
+    throw Errno.busy
+  }
+
+  /// Removes the run groups and directories under `top` of mounts whose daemon has ended
+  /// (no claim on their directory). A group with a process in it stays (EBUSY), as do the
+  /// directories of live daemons and anything this cannot open or lock.
+  private func removeAbandonedDirectories(in top: String) {
+    let mounts: [String]
+    do throws(Errno) {
+      let fd = try Sys.open(top, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+      defer { Sys.close(fd) }
+      mounts = try ControlGroups.subgroups(of: fd)
+    } catch {
+      return  // nothing swept: the groups stay, as they did before
+    }
+    for mount in mounts where "appbox/" + mount != name {
+      let path = top + "/" + mount
+      // A directory this cannot open, or that a live daemon claims, is left.
+      guard let fd = try? Sys.open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) else { continue }
+      defer { Sys.close(fd) }
+      guard (try? Sys.lockExclusively(fd)) != nil else { continue }
+      for group in (try? ControlGroups.subgroups(of: fd)) ?? [] where group.hasPrefix("run-") {
+        try? ControlGroups.removeGroup(path + "/" + group)  // EBUSY: a process of that run is left
+      }
+      try? ControlGroups.removeGroup(path)  // EBUSY or ENOTEMPTY: a run group is left
     }
   }
 
@@ -247,8 +316,13 @@ final class RunGroups: RunMembership {
     removeEmptyGroups()
     guard let hierarchy = state.withLock({ $0.hierarchy }) else { return }
     do throws(Errno) { try ControlGroups.removeGroup(hierarchy + "/" + name) } catch {
-      // A run's process still there keeps the group (and its directory) until it ends.
+      // A run's process still there keeps the group (and its directory) until it ends;
+      // once this daemon has exited, the next device's first run removes them.
     }
-    state.withLock { $0.records.removeAll() }
+    state.withLock { state in
+      state.records.removeAll()
+      if let claim = state.claim { Sys.close(claim) }
+      state.claim = nil
+    }
   }
 }

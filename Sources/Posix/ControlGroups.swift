@@ -43,6 +43,24 @@ public enum ControlGroups {
     guard Glibc.rmdir(path) == 0 else { throw Errno.current }
   }
 
+  /// Holds a shared `flock(2)` on the group directory `fd` (waiting for an exclusive one to
+  /// go): a daemon's claim on its mount's directory, which ends with the daemon.
+  public static func claim(_ fd: Int32) throws(Errno) {
+    _ = try retryingEINTR { cposix_flock(fd, cposix_lock_shared()) }
+  }
+
+  /// The names of the groups directly below the group directory `fd` (its subdirectories).
+  public static func subgroups(of fd: Int32) throws(Errno) -> [String] {
+    let stream = try DirectoryStream(fd: try Sys.dup(fd))
+    var names: [String] = []
+    while let item = try stream.next() {
+      guard item.type == DT_DIR || item.type == DT_UNKNOWN else { continue }
+      let name = String(cString: item.name)
+      if name != "." && name != ".." { names.append(name) }
+    }
+    return names
+  }
+
   /// The cgroup v2 path of thread `tid` (the `0::` line of `/proc/TID/cgroup`, e.g.
   /// `/appbox/1/run-3`), as bytes.
   /// - Throws: ENOENT or ESRCH when there is no such thread (or it is in another pid

@@ -1,4 +1,5 @@
 import Foundation
+import Posix
 import Testing
 
 #if canImport(Glibc)
@@ -121,6 +122,47 @@ struct ConfinementMountTests {
     #expect(run.status == 69, "\(run.status): \(run.error)")
     #expect(run.error.contains("app confinement needs"), "\(run.error)")
     #expect(!FileManager.default.fileExists(atPath: marker), "the program ran unconfined")
+  }
+
+  /// The hierarchy's directory of a `--app` run's group on `fixture` (the run ends at once:
+  /// its empty group stays until the next run or the unmount).
+  static func runGroup(_ fixture: MountFixture) throws -> String {
+    let script = #"""
+      hierarchy=$(awk '$9 == "cgroup2" && $4 == "/" { print $5; exit }' /proc/self/mountinfo)
+      echo "$hierarchy$(sed -n 's/^0:://p' /proc/self/cgroup)"
+      """#
+    let result = try Command.run(
+      Command.appbox, ["run", fixture.mountpoint, "--app", Self.a, "--", "/bin/sh", "-c", script])
+    try #require(result.status == 0, "\(result.error)")
+    return result.output.trimmingCharacters(in: .whitespacesAndNewlines)
+  }
+
+  @Test("groups a killed daemon left are removed by the next device's first run; a live daemon's stay")
+  func abandonedGroupsRemoved() throws {
+    var devices: [MountFixture] = []
+    var groups: [String] = []
+    for _ in 0..<3 {
+      let fixture = try MountFixture(arguments: ["--device"])
+      let installed = try Command.run(Command.appbox, ["app", "install", fixture.mountpoint, Self.a])
+      try #require(installed.status == 0, "app install: \(installed.error)")
+      devices.append(fixture)
+    }
+    for fixture in devices.prefix(2) { groups.append(try Self.runGroup(fixture)) }
+    let (killed, live) = (devices[0], devices[1])
+    let pid = try #require(killed.daemonPID)
+    #expect(kill(pid, SIGKILL) == 0)
+    #expect(Spawn.waitForExit(pid, milliseconds: 10_000))
+    let lazy = try Command.run("/usr/bin/fusermount3", ["-uz", killed.mountpoint])
+    #expect(lazy.status == 0, "fusermount3 -uz: \(lazy.error)")
+    let killedDirectory = (groups[0] as NSString).deletingLastPathComponent
+    #expect(FileManager.default.fileExists(atPath: killedDirectory), "the killed daemon's groups were not left")
+
+    _ = try Self.runGroup(devices[2])
+    #expect(!FileManager.default.fileExists(atPath: killedDirectory), "the killed daemon's groups are still there")
+    #expect(FileManager.default.fileExists(atPath: groups[1]), "a live daemon's group was removed")
+    _ = try Self.runGroup(live)
+    try live.unmount()
+    try devices[2].unmount()
   }
 
   @Test("the run's group is the daemon's: a program that is not root can neither leave it nor move in another")

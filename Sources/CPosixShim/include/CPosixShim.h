@@ -146,6 +146,7 @@ static inline int cposix_accept_cloexec(int fd) {
 /// `flock(2)`.
 static inline int cposix_flock(int fd, int operation) { return flock(fd, operation); }
 static inline int cposix_lock_exclusive_nonblocking(void) { return LOCK_EX | LOCK_NB; }
+static inline int cposix_lock_shared(void) { return LOCK_SH; }
 
 static inline int cposix_fcntl_int(int fd, int cmd, int arg) { return fcntl(fd, cmd, arg); }
 

@@ -228,16 +228,20 @@ final class MountFixture {
   }
 
   /// The daemon's descriptors that are open files (not `O_PATH` inode references, not
-  /// `/dev/fuse`, not standard streams, the log, the event log or the lock on the backing
-  /// directory). A failure to list them is one entry naming it, so a wait for none fails.
+  /// `/dev/fuse`, not standard streams, the log, the event log, the lock on the backing
+  /// directory or a device's claim on its control-group directory). A failure to list them
+  /// is one entry naming it, so a wait for none fails.
   func openFileHandles() -> [String] {
     let backing = URL(fileURLWithPath: backing).resolvingSymlinksInPath().path
+    // Absent: no hierarchy is mounted, and no descriptor is a claim.
+    let groups = (try? ControlGroups.mountedHierarchy()).flatMap { $0.map { $0 + "/appbox/" } }
     let descriptors: [DaemonDescriptor]
     do { descriptors = try Self.descriptors(ofMount: mountpoint) } catch { return ["(\(error))"] }
     return descriptors.filter { descriptor in
       let target = descriptor.target
       return descriptor.fd > 2 && !descriptor.pathOnly && target.hasPrefix("/") && target != backing
         && target != "/dev/fuse" && !target.hasSuffix(".log") && !target.hasSuffix(".jsonl")
+        && !(groups.map { target.hasPrefix($0) } ?? false)
     }.map(\.target)
   }
 
