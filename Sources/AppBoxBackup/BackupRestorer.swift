@@ -775,21 +775,9 @@ public final class BackupRestorer {
 
   /// Opens a restored item (`O_PATH`) by its components, each without following symlinks.
   private func openBeneath(_ components: [[UInt8]]) throws(Errno) -> Int32 {
-    var fd = try Sys.dup(rootFD)
-    for (index, component) in components.enumerated() {
-      let last = index == components.count - 1
-      let flags = last ? Linux.openPath | O_NOFOLLOW | O_CLOEXEC : O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC
-      let next: Int32
-      do throws(Errno) {
-        next = try Sys.openat(fd, (component + [0]).map { CChar(bitPattern: $0) }, flags)
-      } catch {
-        Sys.close(fd)
-        throw error
-      }
-      Sys.close(fd)
-      fd = next
+    try Directory.walk(from: try Sys.dup(rootFD), components) { last in
+      last ? Linux.openPath | O_NOFOLLOW | O_CLOEXEC : O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC
     }
-    return fd
   }
 
   /// The container's fixed directories (Caches and tmp empty) and, for a backing root,
