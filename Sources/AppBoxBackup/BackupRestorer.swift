@@ -205,13 +205,7 @@ public final class BackupRestorer {
     blockSize = space.blockSize
     var needed = RestoreSpace(blockSize: blockSize)
     let prepared = try prepare(database, domain: domain, kind: .app, prefix: [], &needed)
-    let estimate = needed.total()
-    summary.spaceNeeded = estimate.bytes
-    try refuseUnlessItFits(estimate, space, capacity: capacity, target: target)
-    hooks.checked?()
-
-    let staging = try StagingDirectory(for: target, purpose: "restore", verb: "restore")
-    hooks.stagingMade?(staging.path)
+    let staging = try stagingIfItFits(needed, space, capacity: capacity, target: target)
     do throws(BackupError) {
       try write(prepared, database, into: staging.fd, path: staging.path, recordsDefault: true)
       try staging.commit()
@@ -325,12 +319,7 @@ public final class BackupRestorer {
       needed.addFile(root + [DeviceLayout.metadataFileName], bytes: Int64(made.encoded.count))
       metadata.append(made)
     }
-    let estimate = needed.total()
-    summary.spaceNeeded = estimate.bytes
-    try refuseUnlessItFits(estimate, space, capacity: capacity, target: target)
-    hooks.checked?()
-    let staging = try StagingDirectory(for: target, purpose: "restore", verb: "restore")
-    hooks.stagingMade?(staging.path)
+    let staging = try stagingIfItFits(needed, space, capacity: capacity, target: target)
     do throws(BackupError) {
       do throws(Errno) {
         for directory in DeviceLayout.creationOrder {
@@ -546,6 +535,21 @@ public final class BackupRestorer {
     } catch {
       throw BackupError(.unusablePath, "cannot measure the free space of \(target.parent): \(error)")
     }
+  }
+
+  /// The staging directory for `target`, once the restore's estimate (`needed`, kept in
+  /// the summary) is known to fit the capacity and `space`.
+  private func stagingIfItFits(
+    _ needed: RestoreSpace, _ space: (blockSize: Int64, free: Int64, inodes: Int64?), capacity: Int64?,
+    target: TargetDirectory
+  ) throws(BackupError) -> StagingDirectory {
+    let estimate = needed.total()
+    summary.spaceNeeded = estimate.bytes
+    try refuseUnlessItFits(estimate, space, capacity: capacity, target: target)
+    hooks.checked?()
+    let staging = try StagingDirectory(for: target, purpose: "restore", verb: "restore")
+    hooks.stagingMade?(staging.path)
+    return staging
   }
 
   private func refuseUnlessItFits(
