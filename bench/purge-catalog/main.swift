@@ -1,5 +1,6 @@
-// Micro benchmark for SandboxPolicy.PurgeCatalog at the SPEC §7 scale: a million files under
-// Caches. Run in release mode: `swift run -c release purge-catalog-bench [files]`.
+// Micro benchmark for SandboxPolicy.PurgeCatalog at the scale AppBox is built for: a
+// million files under Caches. Run in release mode: `swift run -c release
+// purge-catalog-bench [files]`.
 
 import SandboxPolicy
 import TestSupport
