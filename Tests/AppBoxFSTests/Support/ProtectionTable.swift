@@ -243,7 +243,8 @@ enum ProtectionTable {
     // Repeated refusals (same path, class, operation and state) are coalesced into one
     // event with a count: the counts add up.
     let logged = box.eventObjects("refusal")
-    #expect(logged.map { ($0["count"] as? Int) ?? 1 }.reduce(0, +) == refusals, "logged", sourceLocation: sourceLocation)
+    #expect(
+      logged.map { ($0["count"] as? Int) ?? 1 }.reduce(0, +) == refusals, "logged", sourceLocation: sourceLocation)
     for event in logged {
       #expect(event["state"] as? String == state.deviceState, sourceLocation: sourceLocation)
       #expect(event["class"] as? String == protectionClass.name, sourceLocation: sourceLocation)
