@@ -66,26 +66,34 @@ let package = Package(
     // PlainFoundation reaches Foundation's members that AppBoxKit declares again.
     .target(name: "PlainFoundation"),
     .target(name: "AppBoxKit", dependencies: ["AppBoxEvents", "PlainFoundation", "Posix", "SandboxPolicy"]),
+    // TestSupport: what several test targets (and the purge-catalog bench) share: a seeded
+    // generator, a byte pattern, the tests' own names of the protection classes.
+    .target(name: "TestSupport", path: "Tests/TestSupport"),
     .executableTarget(
-      name: "purge-catalog-bench", dependencies: ["SandboxPolicy"], path: "bench/purge-catalog",
+      name: "purge-catalog-bench", dependencies: ["SandboxPolicy", "TestSupport"], path: "bench/purge-catalog",
       exclude: ["README.md"]),
     .executableTarget(
       name: "event-encoding-bench", dependencies: ["AppBoxEvents", "SandboxPolicy"], path: "bench/event-encoding"),
-    .testTarget(name: "SandboxPolicyTests", dependencies: ["SandboxPolicy"]),
-    .testTarget(name: "AppBoxEventsTests", dependencies: ["AppBoxEvents", "SandboxPolicy"]),
+    .testTarget(name: "SandboxPolicyTests", dependencies: ["SandboxPolicy", "TestSupport"]),
+    .testTarget(name: "AppBoxEventsTests", dependencies: ["AppBoxEvents", "SandboxPolicy", "TestSupport"]),
     .testTarget(name: "PosixTests", dependencies: ["Posix"]),
     .testTarget(
-      name: "MountTests", dependencies: ["appbox", "AppBoxEvents", "CPosixShim", "Posix", "SandboxPolicy"] + examples.map { .target(name: $0.name) }),
-    .testTarget(name: "AppBoxReportTests", dependencies: ["AppBoxEvents", "AppBoxReport", "SandboxPolicy"]),
+      name: "MountTests",
+      dependencies: ["appbox", "AppBoxEvents", "CPosixShim", "Posix", "SandboxPolicy", "TestSupport"] + examples.map { .target(name: $0.name) }),
+    .testTarget(
+      name: "AppBoxReportTests", dependencies: ["AppBoxEvents", "AppBoxReport", "SandboxPolicy", "TestSupport"]),
     .testTarget(name: "FuseDeviceTests", dependencies: ["CFuseDevice"]),
     // The filesystem driven through its protocol in memory: no kernel, no /dev/fuse.
     .testTarget(
       name: "AppBoxFSTests",
-      dependencies: ["AppBoxEvents", "AppBoxFS", "FilesystemInterface", "Posix", "PropertyLists", "SandboxPolicy"]),
+      dependencies: [
+        "AppBoxEvents", "AppBoxFS", "FilesystemInterface", "Posix", "PropertyLists", "SandboxPolicy", "TestSupport",
+      ]),
     .testTarget(name: "AppBoxCLITests", dependencies: ["AppBoxCLI", "AppBoxFS", "FilesystemInterface", "Posix"]),
     // Backups without a CLI or a mount: the codecs, the database, restore plans, the engine on temporary directories.
     .testTarget(
-      name: "AppBoxBackupTests", dependencies: ["AppBoxBackup", "AppBoxFS", "Posix", "PropertyLists", "SandboxPolicy"]),
+      name: "AppBoxBackupTests",
+      dependencies: ["AppBoxBackup", "AppBoxFS", "Posix", "PropertyLists", "SandboxPolicy", "TestSupport"]),
     .testTarget(
       name: "AppBoxKitTests", dependencies: ["AppBoxEvents", "AppBoxFS", "AppBoxKit", "Posix", "SandboxPolicy", "appbox"]),
   ]

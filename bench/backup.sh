@@ -18,22 +18,14 @@ files=100000
 runs=3
 dir=/var/tmp
 binary=.build/release/appbox
-usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 64; }
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --files) files=${2:?--files needs a number}; shift 2 ;;
-    --runs) runs=${2:?--runs needs a number}; shift 2 ;;
-    --dir) dir=${2:?--dir needs a directory}; shift 2 ;;
-    --binary) binary=${2:?--binary needs a path}; shift 2 ;;
-    *) usage ;;
-  esac
-done
-[[ $files =~ ^[1-9][0-9]*$ && $runs =~ ^[1-9][0-9]*$ ]] || usage
-[ "$(id -u)" = 0 ] || { echo "backup: run as root (mkfs, losetup, mount)" >&2; exit 77; }
+. bench/options.sh
+bench_options files runs dir binary -- "$@"
+whole files runs
+need_root "mkfs, losetup, mount"
 for tool in fusermount3 python3 tar /usr/bin/time; do
   command -v "$tool" >/dev/null || { echo "backup: $tool is not installed" >&2; exit 69; }
 done
-[ -x "$binary" ] || swift build -c release --product appbox >/dev/null
+appbox_release
 binary=$(realpath "$binary")
 
 . bench/fresh-ext4.sh

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# AppBox benchmark (SPEC §7 Performance): the same workloads, in one run, on the same
+# AppBox benchmark: the same workloads, in one run, on the same
 # disk, against a native directory, bindfs (Debian's FUSE passthrough) and AppBox; with
 # FUSE over io_uring on, also AppBox over io_uring and libfuse's passthrough_hp over
 # io_uring (when PASSTHROUGH_HP names its binary: bench/README.md says how to build it);

@@ -18,19 +18,11 @@ files=20000
 runs=5
 dir=/var/tmp
 binary=.build/release/appbox
-usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 64; }
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --files) files=${2:?--files needs a number}; shift 2 ;;
-    --runs) runs=${2:?--runs needs a number}; shift 2 ;;
-    --dir) dir=${2:?--dir needs a directory}; shift 2 ;;
-    --binary) binary=${2:?--binary needs a path}; shift 2 ;;
-    *) usage ;;
-  esac
-done
-for n in "$files" "$runs"; do [[ $n =~ ^[1-9][0-9]*$ ]] || usage; done
-[ "$(id -u)" = 0 ] || { echo "confinement: run as root (mkfs, losetup, mount, control groups)" >&2; exit 77; }
-[ -x "$binary" ] || swift build -c release --product appbox >/dev/null
+. bench/options.sh
+bench_options files runs dir binary -- "$@"
+whole files runs
+need_root "mkfs, losetup, mount, control groups"
+appbox_release
 binary=$(realpath "$binary")
 metaops=$(realpath bench/metaops.py)
 

@@ -18,23 +18,13 @@ purge=100000
 runs=3
 dir=/var/tmp
 binary=.build/release/appbox
-usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 64; }
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --apps) apps=${2:?--apps needs a number}; shift 2 ;;
-    --per-app) per_app=${2:?--per-app needs a number}; shift 2 ;;
-    --purge) purge=${2:?--purge needs a number}; shift 2 ;;
-    --runs) runs=${2:?--runs needs a number}; shift 2 ;;
-    --dir) dir=${2:?--dir needs a directory}; shift 2 ;;
-    --binary) binary=${2:?--binary needs a path}; shift 2 ;;
-    *) usage ;;
-  esac
-done
-for n in "$apps" "$per_app" "$purge" "$runs"; do [[ $n =~ ^[1-9][0-9]*$ ]] || usage; done
+. bench/options.sh
+bench_options apps per-app purge runs dir binary -- "$@"
+whole apps per_app purge runs
 files=$((apps * per_app))
 ((purge <= files)) || { echo "device-scale: --purge is more than the $files files" >&2; exit 64; }
-[ "$(id -u)" = 0 ] || { echo "device-scale: run as root (mkfs, losetup, mount, drop_caches)" >&2; exit 77; }
-[ -x "$binary" ] || swift build -c release --product appbox >/dev/null
+need_root "mkfs, losetup, mount, drop_caches"
+appbox_release
 
 . bench/fresh-ext4.sh
 scratch "$dir" appbox-device-scale

@@ -17,21 +17,11 @@ dir=/var/tmp
 tmpfs=0
 copy=0
 binary=.build/release/appbox
-usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 64; }
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --files) files=${2:?--files needs a number}; shift 2 ;;
-    --runs) runs=${2:?--runs needs a number}; shift 2 ;;
-    --dir) dir=${2:?--dir needs a directory}; shift 2 ;;
-    --tmpfs) tmpfs=1; shift ;;
-    --copy) copy=1; shift ;;
-    --binary) binary=${2:?--binary needs a path}; shift 2 ;;
-    *) usage ;;
-  esac
-done
-[[ $files =~ ^[1-9][0-9]*$ && $runs =~ ^[1-9][0-9]*$ ]] || usage
-[ "$(id -u)" = 0 ] || { echo "domain-move: run as root (mkfs, losetup, mount)" >&2; exit 77; }
-[ -x "$binary" ] || swift build -c release --product appbox >/dev/null
+. bench/options.sh
+bench_options files runs dir tmpfs! copy! binary -- "$@"
+whole files runs
+need_root "mkfs, losetup, mount"
+appbox_release
 
 . bench/fresh-ext4.sh
 scratch "$dir" appbox-domain-move

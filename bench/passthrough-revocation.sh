@@ -21,21 +21,11 @@ runs=7
 dir=/var/tmp
 binary=.build/release/appbox
 baseline=""
-usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 64; }
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --files) files=${2:?--files needs a number}; shift 2 ;;
-    --reads) reads=${2:?--reads needs a number}; shift 2 ;;
-    --runs) runs=${2:?--runs needs a number}; shift 2 ;;
-    --dir) dir=${2:?--dir needs a directory}; shift 2 ;;
-    --binary) binary=${2:?--binary needs a path}; shift 2 ;;
-    --baseline) baseline=${2:?--baseline needs a path}; shift 2 ;;
-    *) usage ;;
-  esac
-done
-[[ $files =~ ^[1-9][0-9]*$ && $reads =~ ^[1-9][0-9]*$ && $runs =~ ^[1-9][0-9]*$ ]] || usage
-[ "$(id -u)" = 0 ] || { echo "passthrough-revocation: run as root (mkfs, losetup, mount)" >&2; exit 77; }
-[ -x "$binary" ] || swift build -c release --product appbox >/dev/null
+. bench/options.sh
+bench_options files reads runs dir binary baseline -- "$@"
+whole files reads runs
+need_root "mkfs, losetup, mount"
+appbox_release
 [ -z "$baseline" ] || [ -x "$baseline" ] || { echo "passthrough-revocation: no binary at $baseline" >&2; exit 66; }
 
 . bench/fresh-ext4.sh

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The policy's share of the daemon's CPU time (SPEC §7: under 5%): lock checks, quota
+# The policy's share of the daemon's CPU time (target: under 5%): lock checks, quota
 # reservations and accounting, the purge catalog and LRU, protection classes. perf samples
 # the daemon's stacks while four workloads run on a fresh ext4; a sample counts as policy
 # when a policy function is on its stack. Code the compiler inlined into a handler counts

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Scale benchmark for the purge index (SPEC §4, issue "quota and purging"): a sandbox with
+# Scale benchmark for the purge index (docs/reference.md#quota-and-purging): a sandbox with
 # FILES cache files (default 1,000,000, 1 byte each = one 4 KiB block) in 1,000 directories.
 # Prints: mount time (the mount-time index), the daemon's memory per tracked file (RSS
 # against an empty sandbox's), the time of an explicit purge of 100,000 files, and

@@ -6,18 +6,10 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 dir=/var/tmp files=2000 rounds=9
-usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 64; }
-while (($#)); do
-  case "$1" in
-    --dir) dir=${2:?}; shift ;;
-    --files) files=${2:?}; shift ;;
-    --rounds) rounds=${2:?}; shift ;;
-    *) usage ;;
-  esac
-  shift
-done
-[[ $files =~ ^[1-9][0-9]*$ && $rounds =~ ^[1-9][0-9]*$ ]] || usage
-[ "$(id -u)" = 0 ] || { echo "setattr-paths: run as root (mkfs, losetup, mount)" >&2; exit 77; }
+. bench/options.sh
+bench_options dir files rounds -- "$@"
+whole files rounds
+need_root "mkfs, losetup, mount"
 binary=true  # fresh-ext4.sh unmounts SCRATCH_MOUNTS with it: there are none
 . bench/fresh-ext4.sh
 scratch "$dir" appbox-setattr-paths

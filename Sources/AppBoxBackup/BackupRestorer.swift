@@ -205,13 +205,7 @@ public final class BackupRestorer {
     blockSize = space.blockSize
     var needed = RestoreSpace(blockSize: blockSize)
     let prepared = try prepare(database, domain: domain, kind: .app, prefix: [], &needed)
-    let estimate = needed.total()
-    summary.spaceNeeded = estimate.bytes
-    try refuseUnlessItFits(estimate, space, capacity: capacity, target: target)
-    hooks.checked?()
-
-    let staging = try StagingDirectory(for: target, purpose: "restore", verb: "restore")
-    hooks.stagingMade?(staging.path)
+    let staging = try stagingIfItFits(needed, space, capacity: capacity, target: target)
     do throws(BackupError) {
       try write(prepared, database, into: staging.fd, path: staging.path, recordsDefault: true)
       try staging.commit()
@@ -325,12 +319,7 @@ public final class BackupRestorer {
       needed.addFile(root + [DeviceLayout.metadataFileName], bytes: Int64(made.encoded.count))
       metadata.append(made)
     }
-    let estimate = needed.total()
-    summary.spaceNeeded = estimate.bytes
-    try refuseUnlessItFits(estimate, space, capacity: capacity, target: target)
-    hooks.checked?()
-    let staging = try StagingDirectory(for: target, purpose: "restore", verb: "restore")
-    hooks.stagingMade?(staging.path)
+    let staging = try stagingIfItFits(needed, space, capacity: capacity, target: target)
     do throws(BackupError) {
       do throws(Errno) {
         for directory in DeviceLayout.creationOrder {
@@ -546,6 +535,21 @@ public final class BackupRestorer {
     } catch {
       throw BackupError(.unusablePath, "cannot measure the free space of \(target.parent): \(error)")
     }
+  }
+
+  /// The staging directory for `target`, once the restore's estimate (`needed`, kept in
+  /// the summary) is known to fit the capacity and `space`.
+  private func stagingIfItFits(
+    _ needed: RestoreSpace, _ space: (blockSize: Int64, free: Int64, inodes: Int64?), capacity: Int64?,
+    target: TargetDirectory
+  ) throws(BackupError) -> StagingDirectory {
+    let estimate = needed.total()
+    summary.spaceNeeded = estimate.bytes
+    try refuseUnlessItFits(estimate, space, capacity: capacity, target: target)
+    hooks.checked?()
+    let staging = try StagingDirectory(for: target, purpose: "restore", verb: "restore")
+    hooks.stagingMade?(staging.path)
+    return staging
   }
 
   private func refuseUnlessItFits(
@@ -775,21 +779,9 @@ public final class BackupRestorer {
 
   /// Opens a restored item (`O_PATH`) by its components, each without following symlinks.
   private func openBeneath(_ components: [[UInt8]]) throws(Errno) -> Int32 {
-    var fd = try Sys.dup(rootFD)
-    for (index, component) in components.enumerated() {
-      let last = index == components.count - 1
-      let flags = last ? Linux.openPath | O_NOFOLLOW | O_CLOEXEC : O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC
-      let next: Int32
-      do throws(Errno) {
-        next = try Sys.openat(fd, (component + [0]).map { CChar(bitPattern: $0) }, flags)
-      } catch {
-        Sys.close(fd)
-        throw error
-      }
-      Sys.close(fd)
-      fd = next
+    try Directory.walk(from: try Sys.dup(rootFD), components) { last in
+      last ? Linux.openPath | O_NOFOLLOW | O_CLOEXEC : O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC
     }
-    return fd
   }
 
   /// The container's fixed directories (Caches and tmp empty) and, for a backing root,

@@ -47,24 +47,31 @@ enum Directory {
     guard path.hasPrefix("/") else { throw Errno.invalidArgument }
     let components = path.utf8.split(separator: UInt8(ascii: "/")).map { Array($0) }
     guard components.allSatisfy({ $0 != [0x2E] && $0 != [0x2E, 0x2E] }) else { throw Errno.invalidArgument }
-    var fd = try Sys.openat(AT_FDCWD, "/", Linux.openPath | O_DIRECTORY | O_CLOEXEC)
+    guard !components.isEmpty else {
+      // `/` itself: opened for reading.
+      return try Sys.openat(AT_FDCWD, "/", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+    }
+    return try walk(
+      from: try Sys.openat(AT_FDCWD, "/", Linux.openPath | O_DIRECTORY | O_CLOEXEC), components,
+      flags: { last in (last ? O_RDONLY : Linux.openPath) | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC })
+  }
+
+  /// Opens `components` one at a time beneath `start`, which it takes over (closed on
+  /// return and on error), each component with `flags(isLast)`; returns the last one's
+  /// descriptor (`start` itself for no components).
+  static func walk(from start: Int32, _ components: [[UInt8]], flags: (Bool) -> Int32) throws(Errno) -> Int32 {
+    var fd = start
     for (index, component) in components.enumerated() {
-      let last = index == components.count - 1
-      let flags = (last ? O_RDONLY : Linux.openPath) | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC
       let next: Int32
       do throws(Errno) {
-        next = try Sys.openat(fd, (component + [0]).map { CChar(bitPattern: $0) }, flags)
+        next = try Sys.openat(
+          fd, (component + [0]).map { CChar(bitPattern: $0) }, flags(index == components.count - 1))
       } catch {
         Sys.close(fd)
         throw error
       }
       Sys.close(fd)
       fd = next
-    }
-    guard !components.isEmpty else {
-      // `/` itself: opened for reading.
-      Sys.close(fd)
-      return try Sys.openat(AT_FDCWD, "/", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
     }
     return fd
   }

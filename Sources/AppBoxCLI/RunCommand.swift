@@ -390,7 +390,7 @@ struct SandboxMount {
   }
 }
 
-/// The environment that points a program into the sandbox (SPEC §6: what Swift's
+/// The environment that points a program into the sandbox (docs/reference.md#appbox-run-and-appboxkit: what Swift's
 /// Foundation on Linux reads, and the XDG variables other programs read).
 enum SandboxEnvironment {
   /// `base` with the sandbox's variables set for the container at `root`.

@@ -120,7 +120,7 @@ struct LineEncoder: Encoder {
 }
 
 /// The members of the one object.
-struct KeyedLineContainer<Key: CodingKey>: KeyedEncodingContainerProtocol {
+struct KeyedLineContainer<Key: CodingKey>: FlatKeyedContainer {
   let writer: JSONLineWriter
   var codingPath: [any CodingKey] { [] }
 
@@ -167,15 +167,6 @@ struct KeyedLineContainer<Key: CodingKey>: KeyedEncodingContainerProtocol {
     writer.key(key.stringValue)
     writer.integer(magnitude: value)
   }
-
-  mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type, forKey key: Key)
-    -> KeyedEncodingContainer<NestedKey>
-  {
-    KeyedEncodingContainer(NoNestedObject<NestedKey>())
-  }
-  mutating func nestedUnkeyedContainer(forKey key: Key) -> any UnkeyedEncodingContainer { NoNestedValues() }
-  mutating func superEncoder() -> any Encoder { NoNestedEncoder() }
-  mutating func superEncoder(forKey key: Key) -> any Encoder { NoNestedEncoder() }
 }
 
 /// What an event line cannot hold (arrays, nested objects): every write throws.
@@ -195,10 +186,17 @@ struct NoNestedValues: UnkeyedEncodingContainer, SingleValueEncodingContainer {
 }
 
 /// A nested object, refused.
-struct NoNestedObject<Key: CodingKey>: KeyedEncodingContainerProtocol {
+struct NoNestedObject<Key: CodingKey>: FlatKeyedContainer {
   var codingPath: [any CodingKey] { [] }
   mutating func encodeNil(forKey key: Key) throws { throw NoNestedValues.error }
   mutating func encode<T: Encodable>(_ value: T, forKey key: Key) throws { throw NoNestedValues.error }
+}
+
+/// A keyed container of a flat line: what it would nest in it is refused (every write to
+/// the nested container or encoder throws).
+protocol FlatKeyedContainer: KeyedEncodingContainerProtocol {}
+
+extension FlatKeyedContainer {
   mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type, forKey key: Key)
     -> KeyedEncodingContainer<NestedKey>
   {

@@ -30,7 +30,7 @@ enum ItemAttributes {
   }
 
   /// Refuses (EPERM, as `CocoaError.fileWriteNoPermission`) to give a file a class whose
-  /// content is closed in the device's state now, as Apple's filesystems refuse it (SPEC §2:
+  /// content is closed in the device's state now, as Apple's filesystems refuse it (docs/reference.md#data-protection:
   /// both the current and the new class must be accessible; the mount checks the current
   /// one). `operation` is `.createNew` for a file being created. The CX timeout is not
   /// visible from here: CX counts as C, and the mount refuses its I/O once it expires.

@@ -1,4 +1,4 @@
-/// The Data Protection access table of SPEC §2: which operations each class allows in
+/// The Data Protection access table (docs/reference.md#data-protection): which operations each class allows in
 /// each device state. A refusal is answered with `EPERM`.
 public enum AccessRule {
   /// Decides whether an operation on an item of a class is allowed.

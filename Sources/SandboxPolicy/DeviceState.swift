@@ -1,4 +1,4 @@
-/// The simulated device's lock state (SPEC §2).
+/// The simulated device's lock state (docs/reference.md#data-protection).
 public enum DeviceState: Sendable, Hashable, CaseIterable, CustomStringConvertible {
   /// Before first unlock: the device has not been unlocked since the mount.
   case bfu

@@ -1,4 +1,4 @@
-/// The simulated device's lock state over time (SPEC §2).
+/// The simulated device's lock state over time (docs/reference.md#data-protection).
 ///
 /// Time is a plain `Double` of seconds on a monotonic clock chosen by the caller (for
 /// example seconds since the mount, from `ContinuousClock`); the machine never reads a

@@ -1,4 +1,4 @@
-/// The kind of file-system operation a protection class is checked against (SPEC §2).
+/// The kind of file-system operation a protection class is checked against (docs/reference.md#data-protection).
 public enum ProtectedOperation: Sendable, Hashable, CaseIterable, CustomStringConvertible {
   /// Creating a file whose name did not exist (`create`, `open` with `O_CREAT` creating it).
   case createNew

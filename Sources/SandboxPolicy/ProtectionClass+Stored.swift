@@ -27,10 +27,6 @@ public enum StoredProtection: Sendable, Hashable {
     self = ProtectionClass(parsing: value).map { .valid($0) } ?? .unparsable(value)
   }
 
-  /// Whether the record is there (anything but ``absent``): the first record that is
-  /// there decides an item's class, whether or not it can be used.
-  public var isPresent: Bool { self != .absent }
-
   /// The class this record gives, or nil when it is ``absent``.
   public var protectionClass: ProtectionClass? {
     switch self {

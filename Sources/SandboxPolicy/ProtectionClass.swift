@@ -1,4 +1,4 @@
-/// An iOS Data Protection class (SPEC §2), deciding when a file's content is accessible.
+/// An iOS Data Protection class (docs/reference.md#data-protection), deciding when a file's content is accessible.
 ///
 /// Cases carry Apple's names; ``letter`` and ``appleNumber`` give the other spellings
 /// Apple uses. Parse any accepted spelling with `init(parsing:)`.

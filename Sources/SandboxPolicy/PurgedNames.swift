@@ -1,5 +1,5 @@
 /// The names purged most recently, so that the filesystem notices when the app pays for
-/// a purge: it looks a purged name up and misses it, or creates it again (SPEC §4).
+/// a purge: it looks a purged name up and misses it, or creates it again (docs/reference.md#quota-and-purging).
 ///
 /// Bounded: it remembers the last ``limit`` purges (older ones are forgotten first, in
 /// purge order), each as its directory's backing inode number and its name (at most 255

@@ -1,4 +1,4 @@
-/// The sandbox's byte quota: capacity and usage per domain (SPEC §4), and on a device per
+/// The sandbox's byte quota: capacity and usage per domain (docs/reference.md#quota-and-purging), and on a device per
 /// container too (one capacity for all of them).
 ///
 /// A value type: the filesystem keeps one inside its `Mutex` next to the `PurgeCatalog`

@@ -1,4 +1,4 @@
-/// The fixed directories of an app container (SPEC §1), and of a device's App Group
+/// The fixed directories of an app container (docs/reference.md#layout), and of a device's App Group
 /// containers and its own directories (``DeviceLayout``): created at mount, never removed
 /// or renamed through the mount.
 public enum SandboxLayout {

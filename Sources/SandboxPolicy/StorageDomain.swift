@@ -1,5 +1,5 @@
 /// The part of the app container a path belongs to, which decides whether it is backed up
-/// and whether it may be purged (SPEC §1).
+/// and whether it may be purged (docs/reference.md#layout).
 public enum StorageDomain: UInt8, CaseIterable, Hashable, Sendable, CustomStringConvertible {
   /// `Documents/`: user-created data; backed up, never purged.
   case documents = 0

@@ -1,5 +1,5 @@
 /// Usage levels for background purging: above `high` percent of the capacity, purge down
-/// to `low` percent (SPEC §4).
+/// to `low` percent (docs/reference.md#quota-and-purging).
 public struct WaterMarks: Hashable, Sendable {
   /// Background purging starts when usage is above this share of the capacity.
   public var high: Percentage

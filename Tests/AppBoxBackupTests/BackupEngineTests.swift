@@ -1,6 +1,7 @@
 import Posix
 import PropertyLists
 import SandboxPolicy
+import TestSupport
 import Testing
 
 @testable import AppBoxBackup

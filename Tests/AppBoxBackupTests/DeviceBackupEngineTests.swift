@@ -2,6 +2,7 @@ import AppBoxFS
 import Foundation
 import Posix
 import SandboxPolicy
+import TestSupport
 import Testing
 
 @testable import AppBoxBackup

@@ -1,4 +1,5 @@
 import SandboxPolicy
+import TestSupport
 import Testing
 
 @testable import AppBoxBackup

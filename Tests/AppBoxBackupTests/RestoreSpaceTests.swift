@@ -1,5 +1,6 @@
 import Posix
 import SandboxPolicy
+import TestSupport
 import Testing
 
 @testable import AppBoxBackup

@@ -1,4 +1,5 @@
 import Posix
+import TestSupport
 import Testing
 
 @testable import AppBoxBackup

@@ -1,6 +1,7 @@
 import AppBoxEvents
 import Foundation
 import SandboxPolicy
+import TestSupport
 import Testing
 
 @Suite("Event log reader")
@@ -121,22 +122,10 @@ struct EventLogReaderTests {
       ])
   }
 
-  /// A deterministic generator (SplitMix64), so a failure repeats.
-  struct Random: RandomNumberGenerator {
-    var state: UInt64
-    mutating func next() -> UInt64 {
-      state &+= 0x9E37_79B9_7F4A_7C15
-      var z = state
-      z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-      z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-      return z ^ (z >> 31)
-    }
-  }
-
   /// Lines no daemon writes: mutations of real lines, extreme numbers, random bytes, deep
   /// nesting, huge strings.
   static func hostileLines(count: Int, seed: UInt64) -> [[UInt8]] {
-    var random = Random(state: seed)
+    var random = SeededGenerator(seed: seed)
     let valid = EventRoundTripTests.samples.map { event in
       do { return try event.encoded() } catch { return [] }  // never: the round-trip test encodes every sample
     }

@@ -4,6 +4,7 @@ import Foundation
 import Posix
 import SandboxPolicy
 import Synchronization
+import TestSupport
 import Testing
 
 @testable import AppBoxFS

@@ -2,6 +2,7 @@ import AppBoxEvents
 import FilesystemInterface
 import Posix
 import SandboxPolicy
+import TestSupport
 import Testing
 
 @testable import AppBoxFS

@@ -1,6 +1,7 @@
 import FilesystemInterface
 import Posix
 import Synchronization
+import TestSupport
 import Testing
 
 @testable import AppBoxFS
@@ -85,7 +86,7 @@ struct NameReuseStressTests {
 
     /// pjdfstest's link/unlink sequence for one special file, then a directory under the
     /// name just unlinked, with forgets and lookups in between.
-    func round(_ type: mode_t, _ random: inout SeededRandom) {
+    func round(_ type: mode_t, _ random: inout SeededGenerator) {
       let ctx = Sandbox.root
       var step = "mknod"
       do throws(Errno) {
@@ -143,18 +144,6 @@ struct NameReuseStressTests {
     }
   }
 
-  /// A deterministic generator per worker (SplitMix64).
-  struct SeededRandom {
-    var state: UInt64
-    mutating func next() -> UInt64 {
-      state &+= 0x9E37_79B9_7F4A_7C15
-      var z = state
-      z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-      z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-      return z ^ (z >> 31)
-    }
-  }
-
   @Test(
     "special files with several links unlinked and their names made again, from four threads", .timeLimit(.minutes(10)))
   func specialFilesAndDirectories() throws {
@@ -166,7 +155,7 @@ struct NameReuseStressTests {
       let heldBefore = box.fs.inodes.count
       let deadline = Clock.monotonic() + 2
       Threads.run(workers.count) { index in
-        var random = SeededRandom(state: UInt64(index + 1))
+        var random = SeededGenerator(seed: UInt64(index + 1))
         let types: [mode_t] = [S_IFSOCK, S_IFIFO, S_IFREG]
         var turn = 0
         while Clock.monotonic() < deadline {

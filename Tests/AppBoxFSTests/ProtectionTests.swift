@@ -9,7 +9,7 @@ import Testing
   import Glibc
 #endif
 
-/// SPEC §2's refusals while LOCKED, class by class, through the protocol.
+/// docs/reference.md's Data Protection refusals while LOCKED, class by class, through the protocol.
 @Suite("Data Protection through the protocol")
 struct ProtectionTests {
   /// A class, and whether opening an existing file and creating a new one are allowed
@@ -23,7 +23,7 @@ struct ProtectionTests {
     (.completeWhenUserInactive, open: true, create: true),
   ]
 
-  @Test("while locked, a class refuses with EPERM what SPEC §2 says", arguments: locked)
+  @Test("while locked, a class refuses with EPERM what docs/reference.md says", arguments: locked)
   func refusals(_ protectionClass: ProtectionClass, open: Bool, create: Bool) throws {
     let box = try Sandbox()
     _ = try box.mkdir("Documents/d")

@@ -2,6 +2,7 @@ import FilesystemInterface
 import Posix
 import SandboxPolicy
 import Synchronization
+import TestSupport
 import Testing
 
 @testable import AppBoxFS

@@ -1,6 +1,7 @@
 import FilesystemInterface
 import Posix
 import SandboxPolicy
+import TestSupport
 import Testing
 
 @testable import AppBoxFS

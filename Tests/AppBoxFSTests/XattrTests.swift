@@ -1,6 +1,7 @@
 import FilesystemInterface
 import Posix
 import SandboxPolicy
+import TestSupport
 import Testing
 
 @testable import AppBoxFS
@@ -13,13 +14,7 @@ import Testing
 @Suite("Extended attributes through the protocol")
 struct XattrTests {
   /// Apple's 61-byte binary plist of the string `com.apple.backupd`.
-  static let backupPlist: [UInt8] = {
-    var plist = bytes("bplist00") + [0x5F, 0x10, 0x11] + bytes("com.apple.backupd")
-    plist += [0x08]  // offset table: the one object at offset 8
-    plist += [0, 0, 0, 0, 0, 0, 1, 1]  // trailer: offset and reference sizes
-    plist += [0, 0, 0, 0, 0, 0, 0, 1] + [0, 0, 0, 0, 0, 0, 0, 0] + [0, 0, 0, 0, 0, 0, 0, 0x1c]
-    return plist
-  }()
+  static let backupPlist = appleBackupPlist
 
   static let xattrCreate: Int32 = 1
   static let xattrReplace: Int32 = 2

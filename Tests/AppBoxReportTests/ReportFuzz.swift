@@ -1,24 +1,13 @@
 import AppBoxEvents
 import Foundation
 import SandboxPolicy
+import TestSupport
 
 /// Hostile event lines for the report: mutations of the daemon's lines (extreme numbers,
 /// flipped and cut bytes), deterministic.
 enum ReportFuzz {
-  /// SplitMix64.
-  struct Random: RandomNumberGenerator {
-    var state: UInt64
-    mutating func next() -> UInt64 {
-      state &+= 0x9E37_79B9_7F4A_7C15
-      var z = state
-      z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-      z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-      return z ^ (z >> 31)
-    }
-  }
-
   static func hostileLines(count: Int, seed: UInt64 = 0xFEED) -> [[UInt8]] {
-    var random = Random(state: seed)
+    var random = SeededGenerator(seed: seed)
     let valid = ReportFixtures.log.split(separator: "\n").map { Array($0.utf8) }
     let numbers = [
       "1e300", "-1e308", "1e308", "1e309", "9223372036854775807", "-9223372036854775808", "9223372036854775808",

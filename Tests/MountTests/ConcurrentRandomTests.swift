@@ -7,6 +7,7 @@
 // Environment: APPBOX_DIFF_SEED (workers' seeds derive from it), APPBOX_STRESS_OPS (per
 // worker, default 5000).
 import Foundation
+import TestSupport
 import Testing
 
 #if canImport(Glibc)

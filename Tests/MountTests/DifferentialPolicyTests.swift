@@ -3,7 +3,7 @@
 // lock and unlock, explicit purges, protection classes, Apple's and reserved attribute
 // names, every fallocate mode and O_DIRECT opens. A local directory mirrors the whole
 // mount; a model (Support/PolicyModel.swift) knows what a plain directory cannot: the
-// lock state and each item's class (SPEC §2's table decides what must be EPERM), how the
+// lock state and each item's class (docs/reference.md's Data Protection table decides what must be EPERM), how the
 // daemon serves each handle, and what purges removed (read from the event log and
 // applied to the mirror, after checking them against the purge rules). Then every result
 // must still agree, and at the end the trees, `used` against `du`, and the daemon's log.

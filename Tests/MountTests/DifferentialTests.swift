@@ -10,6 +10,7 @@
 // behaviour, which Data Protection (BFU refuses the default class) would mask.
 import CPosixShim
 import Foundation
+import TestSupport
 import Testing
 
 #if canImport(Glibc)

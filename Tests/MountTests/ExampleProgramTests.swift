@@ -1,6 +1,7 @@
 import Foundation
 import Posix
 import SandboxPolicy
+import TestSupport
 import Testing
 
 #if canImport(Glibc)

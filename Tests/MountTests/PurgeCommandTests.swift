@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Testing
 
 #if canImport(Glibc)
@@ -36,7 +37,7 @@ struct PurgeCommandTests {
     #expect(more.contains("purged 2 files"), "\(more)")
     #expect(try Quota.purgedPaths(fixture.mountpoint).suffix(2) == ["Library/Caches/c1", "Library/Caches/c0"])
     #expect(Quota.statError(fixture.path("Library/Caches/c1")) == ENOENT)
-    #expect(Quota.matches(fixture.path("Library/Caches/c2"), Quota.pattern(mib, seed: 3)))
+    #expect(Quota.matches(fixture.path("Library/Caches/c2"), pattern(mib, seed: 3)))
     try Quota.expectBooksMatch(fixture, capacity: 20 << 20)
     try fixture.unmount()
   }
@@ -62,7 +63,7 @@ struct PurgeCommandTests {
     let caches = try Quota.purge(fixture.mountpoint, ["--domain", "caches", "--all"])
     #expect(caches.contains("purged 2 files"), "\(caches)")
     #expect(Quota.statError(fixture.path("Library/Caches/sub/y")) == ENOENT)
-    #expect(Quota.matches(fixture.path("Documents/keep"), Quota.pattern(300_000, seed: 1)))
+    #expect(Quota.matches(fixture.path("Documents/keep"), pattern(300_000, seed: 1)))
     let status = try Quota.status(fixture.mountpoint)
     #expect(Quota.number(status, "purgeableFiles") == 0)
     #expect(Quota.number(status, "purges") == 5)
@@ -107,11 +108,11 @@ struct PurgeCommandTests {
       for directory in ["Documents", "Library/Caches"] {
         try FileManager.default.createDirectory(atPath: backing + "/" + directory, withIntermediateDirectories: true)
       }
-      try Data(Quota.pattern(Quota.mebibyte, seed: 1)).write(to: URL(fileURLWithPath: backing + "/Documents/doc"))
+      try Data(pattern(Quota.mebibyte, seed: 1)).write(to: URL(fileURLWithPath: backing + "/Documents/doc"))
       let now = time(nil)
       for index in 0..<7 {
         let path = backing + "/Library/Caches/c\(index)"
-        try Data(Quota.pattern(Quota.mebibyte, seed: UInt64(index))).write(to: URL(fileURLWithPath: path))
+        try Data(pattern(Quota.mebibyte, seed: UInt64(index))).write(to: URL(fileURLWithPath: path))
         var times = [
           timeval(tv_sec: now - 1000 + index * 10, tv_usec: 0), timeval(tv_sec: now - 1000 + index * 10, tv_usec: 0),
         ]
@@ -126,7 +127,7 @@ struct PurgeCommandTests {
     let purged = try Quota.purgedPaths(fixture.mountpoint, reason: "watermark")
     #expect(purged == (0..<purged.count).map { "Library/Caches/c\($0)" }, "least recently used first: \(purged)")
     #expect(Quota.exists(fixture.path("Library/Caches/c6")))
-    #expect(Quota.matches(fixture.path("Documents/doc"), Quota.pattern(mib, seed: 1)))
+    #expect(Quota.matches(fixture.path("Documents/doc"), pattern(mib, seed: 1)))
     try Quota.expectBooksMatch(fixture, capacity: capacity)
     try fixture.unmount()
   }

@@ -1,6 +1,7 @@
 import CPosixShim
 import Foundation
 import Posix
+import TestSupport
 import Testing
 
 #if canImport(Glibc)

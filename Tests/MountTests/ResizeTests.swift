@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Testing
 
 #if canImport(Glibc)
@@ -59,8 +60,8 @@ struct ResizeTests {
     #expect(Quota.exists(fixture.path("Library/Caches/c5")), "purged no further than needed: \(purged)")
     #expect(Quota.statError(fixture.path("tmp/t0")) == ENOENT)
     // Open files survive.
-    #expect(Quota.matches(fixture.path("tmp/held"), Quota.pattern(mib, seed: 30)))
-    #expect(Quota.matches(fixture.path("Library/Caches/held"), Quota.pattern(mib, seed: 31)))
+    #expect(Quota.matches(fixture.path("tmp/held"), pattern(mib, seed: 30)))
+    #expect(Quota.matches(fixture.path("Library/Caches/held"), pattern(mib, seed: 31)))
     let changes = try Experiment.events(fixture.mountpoint, type: "capacity")
     #expect(changes.count == 1)
     #expect(Experiment.number(changes[0], "from") == Double(20 << 20))
@@ -75,7 +76,7 @@ struct ResizeTests {
     // A purge that made room for a write tells the kernel right after it (not from the
     // request thread), so the name may stay cached for a moment.
     #expect(Quota.poll { Quota.statError(fixture.path("Library/Caches/c5")) == ENOENT })
-    #expect(Quota.matches(fixture.path("Library/Caches/held"), Quota.pattern(mib, seed: 31)))
+    #expect(Quota.matches(fixture.path("Library/Caches/held"), pattern(mib, seed: 31)))
     #expect(Quota.number(try Quota.status(fixture.mountpoint), "noSpaceRefusals") >= 1)
     #expect(waitForHeldOnly(fixture))
     try Quota.expectBooksMatch(fixture, capacity: capacity)

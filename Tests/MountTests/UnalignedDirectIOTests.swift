@@ -1,5 +1,6 @@
 import CPosixShim
 import Foundation
+import TestSupport
 import Testing
 
 #if canImport(Glibc)

@@ -1,5 +1,6 @@
 import Foundation
 import Posix
+import TestSupport
 import Testing
 
 #if canImport(Glibc)
@@ -108,7 +109,7 @@ struct WriteCacheMountTests {
   func coherence() throws {
     let fixture = try Self.mount()
     let path = fixture.path("Documents/f")
-    let bytes = Quota.pattern(3 * 4096 + 100, seed: 7)
+    let bytes = pattern(3 * 4096 + 100, seed: 7)
     let writer = try Self.openFile(path, O_RDWR | O_CREAT)
     #expect(Self.write(writer, bytes) == bytes.count)
     // Read past the cache before the kernel wrote anything back.

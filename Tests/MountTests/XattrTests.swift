@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Testing
 
 #if canImport(Glibc)
@@ -11,13 +12,7 @@ import Testing
 @Suite("Extended attributes", .needsFUSE, .serialized, .timeLimit(.minutes(10)))
 struct XattrTests {
   /// Apple's 61-byte binary plist of the string `com.apple.backupd`.
-  static let backupPlist: [UInt8] = {
-    var plist = bytes("bplist00") + [0x5F, 0x10, 0x11] + bytes("com.apple.backupd")
-    plist += [0x08]  // offset table: the one object at offset 8
-    plist += [0, 0, 0, 0, 0, 0, 1, 1]  // trailer: offset and reference sizes
-    plist += [0, 0, 0, 0, 0, 0, 0, 1] + [0, 0, 0, 0, 0, 0, 0, 0] + [0, 0, 0, 0, 0, 0, 0, 0x1c]
-    return plist
-  }()
+  static let backupPlist = appleBackupPlist
 
   @Test("a too-small buffer gives ERANGE; size 0 asks for the needed size")
   func erange() throws {

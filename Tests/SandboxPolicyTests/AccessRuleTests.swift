@@ -2,7 +2,7 @@ import Testing
 
 @testable import SandboxPolicy
 
-/// One cell of the SPEC §2 table.
+/// One cell of the Data Protection table (docs/reference.md#data-protection).
 struct AccessCase: Sendable, CustomTestStringConvertible {
   var protectionClass: ProtectionClass
   var operation: ProtectedOperation
@@ -18,7 +18,7 @@ struct AccessCase: Sendable, CustomTestStringConvertible {
 
 @Suite("AccessRule")
 struct AccessRuleTests {
-  // The SPEC §2 table, written out by hand. Columns: BFU, UNLOCKED, GRACE, LOCKED;
+  // The Data Protection table, written out by hand. Columns: BFU, UNLOCKED, GRACE, LOCKED;
   // "+" = ok, "-" = EPERM. Keys: class letter and operation name.
   static let tableCXNotExpired: [String: String] = [
     "A createNew": "-++-", "A openExisting": "-++-", "A handleIO": "-++-",

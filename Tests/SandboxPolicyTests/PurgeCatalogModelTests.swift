@@ -1,19 +1,7 @@
+import TestSupport
 import Testing
 
 @testable import SandboxPolicy
-
-/// A small deterministic generator (SplitMix64) so failures reproduce from the seed.
-fileprivate struct SplitMix64: RandomNumberGenerator {
-  var state: UInt64
-
-  mutating func next() -> UInt64 {
-    state &+= 0x9E37_79B9_7F4A_7C15
-    var z = state
-    z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-    z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-    return z ^ (z >> 31)
-  }
-}
 
 /// The obvious, slow implementation the catalog is compared with.
 fileprivate struct ReferenceCatalog {
@@ -96,7 +84,7 @@ fileprivate struct ReferenceCatalog {
 struct PurgeCatalogModelTests {
   @Test(arguments: [UInt64(1), 2, 3, 42])
   func randomOperationsMatchTheModel(seed: UInt64) throws {
-    var random = SplitMix64(state: seed)
+    var random = SeededGenerator(seed: seed)
     let catalog = PurgeCatalog(compactionThreshold: 256)
     var model = ReferenceCatalog()
     var nextIno: UInt64 = 1

@@ -1,7 +1,9 @@
-// Micro benchmark for SandboxPolicy.PurgeCatalog at the SPEC §7 scale: a million files under
-// Caches. Run in release mode: `swift run -c release purge-catalog-bench [files]`.
+// Micro benchmark for SandboxPolicy.PurgeCatalog at the scale AppBox is built for: a
+// million files under Caches. Run in release mode: `swift run -c release
+// purge-catalog-bench [files]`.
 
 import SandboxPolicy
+import TestSupport
 
 #if canImport(Glibc)
   import Glibc
@@ -35,18 +37,6 @@ func writeDigits(_ value: Int, into name: inout [UInt8], at offset: Int) {
   for index in stride(from: offset + 6, through: offset, by: -1) {
     name[index] = UInt8(ascii: "0") + UInt8(remaining % 10)
     remaining /= 10
-  }
-}
-
-/// A small deterministic generator (SplitMix64).
-struct SplitMix64: RandomNumberGenerator {
-  var state: UInt64
-  mutating func next() -> UInt64 {
-    state &+= 0x9E37_79B9_7F4A_7C15
-    var z = state
-    z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-    z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-    return z ^ (z >> 31)
   }
 }
 
@@ -96,7 +86,7 @@ print("bytes per file (RSS delta):       \((rssAfter - rssBefore) / catalog.coun
 
 // MARK: - Touches
 
-var random = SplitMix64(state: 7)
+var random = SeededGenerator(seed: 7)
 let touchInos = (0..<1_000_000).map { _ in fileInoBase + UInt64.random(in: 0..<UInt64(fileCount), using: &random) }
 var time = UInt32(1_800_000_000)
 let touchSeconds = seconds {

@@ -1,6 +1,7 @@
 import FilesystemInterface
 import Posix
 import SandboxPolicy
+import TestSupport
 import Testing
 
 @testable import AppBoxFS
@@ -14,24 +15,6 @@ import Testing
 // The tests spell classes, states and expected outcomes themselves (not through
 // SandboxPolicy's AccessRule), so that a wrong table in the product cannot make its own
 // test pass.
-
-/// A Data Protection class as the tests name it.
-enum TestClass: String, CaseIterable, CustomTestStringConvertible, Sendable {
-  case A, B, C, CX, D
-
-  /// The canonical value of `user.appbox.protection`.
-  var name: String {
-    switch self {
-    case .A: "complete"
-    case .B: "completeUnlessOpen"
-    case .C: "completeUntilFirstUserAuthentication"
-    case .CX: "completeWhenUserInactive"
-    case .D: "none"
-    }
-  }
-
-  var testDescription: String { rawValue }
-}
 
 /// A column of docs/reference.md's table. `lockedCXExpired` is LOCKED after the
 /// completeWhenUserInactive timeout ran out (the "then as A" of the CX row).
@@ -260,7 +243,8 @@ enum ProtectionTable {
     // Repeated refusals (same path, class, operation and state) are coalesced into one
     // event with a count: the counts add up.
     let logged = box.eventObjects("refusal")
-    #expect(logged.map { ($0["count"] as? Int) ?? 1 }.reduce(0, +) == refusals, "logged", sourceLocation: sourceLocation)
+    #expect(
+      logged.map { ($0["count"] as? Int) ?? 1 }.reduce(0, +) == refusals, "logged", sourceLocation: sourceLocation)
     for event in logged {
       #expect(event["state"] as? String == state.deviceState, sourceLocation: sourceLocation)
       #expect(event["class"] as? String == protectionClass.name, sourceLocation: sourceLocation)

@@ -224,19 +224,6 @@ extension Sandbox {
 
 // MARK: - Test data
 
-/// Bytes that do not repeat (so a comparison means something), from a seed.
-func pattern(_ count: Int, seed: UInt64 = 1) -> [UInt8] {
-  var state = seed &* 0x9E37_79B9_7F4A_7C15 | 1
-  var bytes = [UInt8](repeating: 0, count: count)
-  for index in 0..<count {
-    state ^= state << 13
-    state ^= state >> 7
-    state ^= state << 17
-    bytes[index] = UInt8(truncatingIfNeeded: state)
-  }
-  return bytes
-}
-
 /// A string's UTF-8 bytes.
 func bytes(_ text: String) -> [UInt8] { Array(text.utf8) }
 

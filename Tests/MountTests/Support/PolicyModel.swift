@@ -1,5 +1,6 @@
 import CPosixShim
 import Foundation
+import TestSupport
 import Testing
 
 #if canImport(Glibc)
@@ -14,7 +15,7 @@ import Testing
 // purges removed. The table is spelled here (not taken from SandboxPolicy), so that a
 // wrong table in the product cannot make its own test pass.
 
-/// SPEC §2's table for the states this test visits (UNLOCKED and LOCKED; the CX timeout is
+/// docs/reference.md's Data Protection table for the states this test visits (UNLOCKED and LOCKED; the CX timeout is
 /// set far beyond the run, so CX is C here).
 enum PolicyTable {
   /// A protected operation on a regular file.
@@ -218,7 +219,7 @@ struct PolicyModel {
       if !PolicyTable.allows(protectionClass(ofLocal: target), .openExisting, locked: locked) {
         expect.refusals = [EPERM]
         expect.mustFail = true
-        expect.rule = "truncate by path is an open of an existing file (SPEC §2)"
+        expect.rule = "truncate by path is an open of an existing file (docs/reference.md#data-protection)"
       }
     case .pwrite(let slot, _, let data):
       if !data.isEmpty { expect = handleExpectation(slot, localFDs: localFDs, needsWrite: true) }
@@ -318,7 +319,7 @@ struct PolicyModel {
       if !PolicyTable.allows(protectionClass(ofLocal: target), .openExisting, locked: locked) {
         expect.refusals = [EPERM]
         expect.mustFail = true
-        expect.rule = "open existing (SPEC §2)"
+        expect.rule = "open existing (docs/reference.md#data-protection)"
       }
     } else if creates, let slash = target.lastIndex(of: "/"),
       let parent = Self.lstatOf(String(target[..<slash])), parent.st_mode & S_IFMT == S_IFDIR
@@ -326,7 +327,7 @@ struct PolicyModel {
       if !PolicyTable.allows(protectionClass(ofLocal: String(target[..<slash])), .createNew, locked: locked) {
         expect.refusals = [EPERM]
         expect.mustFail = true
-        expect.rule = "create new in the directory's class (SPEC §2)"
+        expect.rule = "create new in the directory's class (docs/reference.md#data-protection)"
       }
     }
     return expect
@@ -343,7 +344,8 @@ struct PolicyModel {
     guard !PolicyTable.allows(protectionClass(ofLocalFD: localFDs[slot]), .handleIO, locked: locked) else {
       return Expectation()
     }
-    return Expectation(refusals: [EPERM], mustFail: true, rule: "I/O on a handle opened earlier (SPEC §2)")
+    return Expectation(
+      refusals: [EPERM], mustFail: true, rule: "I/O on a handle opened earlier (docs/reference.md#data-protection)")
   }
 
   /// A `setxattr`: Apple's names are mirrored under ``foreignPrefix``; the class attribute

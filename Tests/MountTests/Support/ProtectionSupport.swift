@@ -1,5 +1,6 @@
 import CPosixShim
 import Foundation
+import TestSupport
 import Testing
 
 #if canImport(Glibc)
@@ -10,24 +11,6 @@ import Testing
 //
 // The tests spell classes, states and expected outcomes themselves (not through
 // SandboxPolicy), so that a wrong table in the product cannot make its own test pass.
-
-/// A Data Protection class as the tests name it.
-enum TestClass: String, CaseIterable, CustomTestStringConvertible, Sendable {
-  case A, B, C, CX, D
-
-  /// The canonical value of `user.appbox.protection`.
-  var name: String {
-    switch self {
-    case .A: "complete"
-    case .B: "completeUnlessOpen"
-    case .C: "completeUntilFirstUserAuthentication"
-    case .CX: "completeWhenUserInactive"
-    case .D: "none"
-    }
-  }
-
-  var testDescription: String { rawValue }
-}
 
 /// The outcome of one operation: success, or the errno it failed with.
 enum Outcome: Equatable, CustomStringConvertible, Sendable {

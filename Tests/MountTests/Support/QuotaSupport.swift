@@ -1,5 +1,6 @@
 import Foundation
 import Posix
+import TestSupport
 import Testing
 
 #if canImport(Glibc)
@@ -91,19 +92,6 @@ enum Quota {
   }
 
   // MARK: - Files
-
-  /// Bytes that do not repeat (so checksums mean something), from a seed.
-  static func pattern(_ count: Int, seed: UInt64) -> [UInt8] {
-    var state = seed &* 0x9E37_79B9_7F4A_7C15 | 1
-    var bytes = [UInt8](repeating: 0, count: count)
-    for index in 0..<count {
-      state ^= state << 13
-      state ^= state >> 7
-      state ^= state << 17
-      bytes[index] = UInt8(truncatingIfNeeded: state)
-    }
-    return bytes
-  }
 
   /// Creates (or truncates) a file with `count` patterned bytes through plain `write`s of
   /// at most 256 KiB, and closes it.

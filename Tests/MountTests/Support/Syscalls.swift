@@ -290,17 +290,6 @@ func shellQuote(_ string: String) -> String {
   "'" + string.replacingOccurrences(of: "'", with: "'\\''") + "'"
 }
 
-/// A deterministic pseudo-random byte pattern.
-func pattern(_ count: Int, seed: UInt64) -> [UInt8] {
-  var state = seed &* 0x9E37_79B9_7F4A_7C15 | 1
-  return (0..<count).map { _ in
-    state ^= state << 13
-    state ^= state >> 7
-    state ^= state << 17
-    return UInt8(truncatingIfNeeded: state)
-  }
-}
-
 // MARK: - Fixtures
 
 extension MountFixture {

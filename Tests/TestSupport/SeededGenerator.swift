@@ -3,13 +3,14 @@
 /// Swift's `SystemRandomNumberGenerator` cannot be seeded, and the standard library's
 /// `random(in:using:)` algorithms may change between toolchains, so tests draw through
 /// ``below(_:)`` and friends, whose output depends only on the seed.
-struct SeededGenerator: RandomNumberGenerator {
+public struct SeededGenerator: RandomNumberGenerator, Sendable {
   private var state: UInt64
 
-  init(seed: UInt64) { state = seed }
+  /// A generator whose sequence depends only on `seed`.
+  public init(seed: UInt64) { state = seed }
 
   /// The next 64 random bits (SplitMix64, Steele, Lea and Flood 2014).
-  mutating func next() -> UInt64 {
+  public mutating func next() -> UInt64 {
     state &+= 0x9E37_79B9_7F4A_7C15
     var z = state
     z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
@@ -18,24 +19,24 @@ struct SeededGenerator: RandomNumberGenerator {
   }
 
   /// A number in `0..<bound` (`bound` > 0; the modulo bias is negligible for small bounds).
-  mutating func below(_ bound: Int) -> Int {
+  public mutating func below(_ bound: Int) -> Int {
     precondition(bound > 0)
     return Int(next() % UInt64(bound))
   }
 
   /// A number in `range`.
-  mutating func inRange(_ range: ClosedRange<Int>) -> Int {
+  public mutating func inRange(_ range: ClosedRange<Int>) -> Int {
     range.lowerBound + below(range.upperBound - range.lowerBound + 1)
   }
 
   /// True with probability `percent`/100.
-  mutating func chance(_ percent: Int) -> Bool { below(100) < percent }
+  public mutating func chance(_ percent: Int) -> Bool { below(100) < percent }
 
   /// One element of a non-empty array.
-  mutating func pick<T>(_ choices: [T]) -> T { choices[below(choices.count)] }
+  public mutating func pick<T>(_ choices: [T]) -> T { choices[below(choices.count)] }
 
   /// `count` random bytes.
-  mutating func bytes(_ count: Int) -> [UInt8] {
+  public mutating func bytes(_ count: Int) -> [UInt8] {
     var result = [UInt8]()
     result.reserveCapacity(count)
     while result.count < count {
