@@ -60,7 +60,7 @@ struct BackingLock {
   /// see the runtime files of, else "the daemon with pid P".
   static func describe(pid: pid_t) -> String {
     let mounts = (try? MountTable.mounts()) ?? []  // absent is the meaning: only the pid is named
-    for mount in mounts where mount.type == "fuse.appbox" {
+    for mount in mounts where mount.isAppBox {
       guard let owner = mount.ownerUID else { continue }
       var directories = (try? RuntimeDirectory.standard(for: owner)) ?? []  // absent is the meaning: none found
       // Absent is the meaning: no runtime directory of ours to look in.

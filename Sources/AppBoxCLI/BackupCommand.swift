@@ -138,7 +138,7 @@ enum BackupCommand {
   static func backingDirectory(of path: String, resolved mountpoint: String) throws(CLIError) -> (
     String, UserCredentials?, device: Bool
   ) {
-    if let mount = try MountTable.mount(at: mountpoint), mount.type == "fuse.appbox" {
+    if let mount = try MountTable.mount(at: mountpoint), mount.isAppBox {
       let reply = try ControlClient.send("status", to: try ControlClient.target(mountpoint))
       let status = ControlClient.object(reply)["status"] as? [String: Any] ?? [:]
       guard let backing = status["backing"] as? String else {

@@ -46,7 +46,7 @@ enum ControlClient {
   static func ownedMount(_ path: String) throws(CLIError) -> (path: String, owner: uid_t) {
     let mountpoint: String
     do { mountpoint = try Sys.realpath(path) } catch { throw CLIError(.noInput, "\(path): \(error)") }
-    guard let mount = try MountTable.mount(at: mountpoint), mount.type == "fuse.appbox" else {
+    guard let mount = try MountTable.mount(at: mountpoint), mount.isAppBox else {
       throw CLIError(.busy, "\(mountpoint) is not an AppBox mount (mount one with appbox mount \(mountpoint))")
     }
     guard let owner = mount.ownerUID else {

@@ -152,7 +152,7 @@ enum ControlCommands {
     do { st = try Sys.statPath(path) } catch {
       throw CLIError(.noInput, error == .noEntry ? "\(path) does not exist" : "\(path): \(error)")
     }
-    guard try MountTable.mounts().contains(where: { $0.type == "fuse.appbox" && $0.deviceNumber == st.st_dev }) else {
+    guard try MountTable.mounts().contains(where: { $0.isAppBox && $0.deviceNumber == st.st_dev }) else {
       throw CLIError(.noInput, "\(path) is not inside an AppBox mount")
     }
   }

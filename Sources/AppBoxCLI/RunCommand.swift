@@ -211,7 +211,7 @@ struct SandboxMount {
       }
       // Another FUSE filesystem there is busy; other mounts (a volume) are mounted over.
       if let mount = try MountTable.mount(at: path), mount.type == "fuse" || mount.type.hasPrefix("fuse.") {
-        guard mount.type == "fuse.appbox" else {
+        guard mount.isAppBox else {
           throw CLIError(.busy, "\(path) is already mounted (\(mount.type)) and is not an AppBox sandbox")
         }
         if let backing = plan.backing {
@@ -384,7 +384,7 @@ struct SandboxMount {
   /// the other user's program).
   static func mount(serving backing: String) throws(CLIError) -> String? {
     let me = Sys.effectiveUID
-    return try MountTable.mounts().filter { $0.type == "fuse.appbox" && $0.ownerUID == me }.map(\.mountpoint).first {
+    return try MountTable.mounts().filter { $0.isAppBox && $0.ownerUID == me }.map(\.mountpoint).first {
       Self.backing(of: $0) == backing
     }
   }
