@@ -96,3 +96,56 @@ struct DeviceHostileInputTests {
     }
   }
 }
+
+extension DeviceHostileInputTests {
+  @Test("a program's file left open in a removed app's container keeps to the capacity, and the books are exact after it")
+  func writerInRemovedContainer() throws {
+    let box = try Sandbox.device(capacity: 8 << 20)
+    try box.install("com.example.a")
+    try box.install("com.example.b")
+    let file = try box.create(Sandbox.app("com.example.a") + "/Documents/kept")
+    _ = try box.remove("com.example.a")
+    var written = 0
+    var refused: Errno?
+    let chunk = [UInt8](repeating: 0x62, count: 1 << 20)
+    while written < 32 << 20 {
+      do throws(Errno) {
+        let count = try box.write(file, chunk, at: off_t(written))
+        if count == 0 { break }
+        written += count
+      } catch {
+        refused = error
+        break
+      }
+    }
+    #expect(refused == .noSpace, "written \(written) bytes into a capacity of 8 MiB")
+    #expect(written <= 8 << 20)
+    box.release(file)
+    box.fs.forget(file.node, count: box.lookups(file.node))
+    try box.expectExactDeviceBooks()
+  }
+}
+
+extension DeviceHostileInputTests {
+  @Test("an unlinked file held open keeps to the capacity on a plain mount")
+  func unlinkedWriterPlain() throws {
+    let box = try Sandbox(capacity: 8 << 20)
+    let file = try box.create("Documents/kept")
+    try box.unlink("Documents/kept")
+    var written = 0
+    var refused: Errno?
+    let chunk = [UInt8](repeating: 0x62, count: 1 << 20)
+    while written < 32 << 20 {
+      do throws(Errno) {
+        let count = try box.write(file, chunk, at: off_t(written))
+        if count == 0 { break }
+        written += count
+      } catch {
+        refused = error
+        break
+      }
+    }
+    #expect(refused == .noSpace, "written \(written) bytes into a capacity of 8 MiB")
+    box.release(file)
+  }
+}
