@@ -135,7 +135,8 @@ public enum DeviceBacking {
       }
     } catch {
       let notADirectory = error == .notDirectory || error == .tooManySymlinks
-      throw Problem(notADirectory ? "\(shown) is not a directory" : "\(shown): \(error)", errno: notADirectory ? nil : error)
+      throw Problem(
+        notADirectory ? "\(shown) is not a directory" : "\(shown): \(error)", errno: notADirectory ? nil : error)
     }
     defer { Sys.close(containerFD) }
     let bytes: [UInt8]

@@ -98,7 +98,8 @@ struct DeviceHostileInputTests {
 }
 
 extension DeviceHostileInputTests {
-  @Test("a program's file left open in a removed app's container keeps to the capacity, and the books are exact after it")
+  @Test(
+    "a program's file left open in a removed app's container keeps to the capacity, and the books are exact after it")
   func writerInRemovedContainer() throws {
     let box = try Sandbox.device(capacity: 8 << 20)
     try box.install("com.example.a")

@@ -336,7 +336,9 @@ struct QuotaBooksTests {
     #expect(try box.write(file, pattern(200_000)) == 200_000)
     try box.unlink("Library/Caches/f")
     // `du` no longer sees it; the backing filesystem still holds its blocks.
-    let held = { () throws -> Int64 in Int64(try Sys.fstat(Int32(truncatingIfNeeded: file.handle.rawValue)).st_blocks) * 512 }
+    let held = { () throws -> Int64 in
+      Int64(try Sys.fstat(Int32(truncatingIfNeeded: file.handle.rawValue)).st_blocks) * 512
+    }
     #expect(box.used == Sandbox.diskUsage(box.backing) + (try held()))
     #expect(box.purgeableFiles == 0, "no longer purgeable: it has no name")
     #expect(try box.read(file, count: 10) == Array(pattern(200_000).prefix(10)))
