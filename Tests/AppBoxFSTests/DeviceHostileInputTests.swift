@@ -12,8 +12,9 @@ import Testing
 #endif
 
 /// A device's record and ids against hostile input (docs/reference.md#a-device): the
-/// longest ids a device takes, and what a backing directory's owner can plant where a
-/// container's metadata file belongs.
+/// longest ids a device takes, what a backing directory's owner can plant where a
+/// container's metadata file belongs, and a program writing on through a handle whose
+/// file lost its name (unlinked, or in a removed app's container), which the quota holds.
 @Suite("A device against hostile input")
 struct DeviceHostileInputTests {
   static let metadataName = ".com.apple.mobile_container_manager.metadata.plist"
