@@ -151,3 +151,49 @@ extension DeviceHostileInputTests {
     box.release(file)
   }
 }
+
+extension DeviceHostileInputTests {
+  /// Whether directories on the test's backing filesystem take more blocks as names are
+  /// added (ext4 does; tmpfs directories take none, and there renames cannot grow anything).
+  static let backingGrowsDirectories: Bool = {
+    var template = Array("/tmp/appboxfs-dirgrowth.XXXXXX".utf8CString)
+    guard let made = mkdtemp(&template) else { return false }
+    let path = String(cString: made)
+    defer { TestFiles.removeTree(path) }
+    let before = (try? Sys.lstatPath(path).st_blocks) ?? 0  // absent: no growth seen
+    for index in 0..<200 {
+      close(open(path + "/\(index)-" + String(repeating: "x", count: 200), O_CREAT | O_WRONLY, 0o644))
+    }
+    return ((try? Sys.lstatPath(path).st_blocks) ?? 0) > before
+  }()
+
+  @Test(
+    "renames alone cannot grow directories past the capacity: to a new name, refused (ENOSPC) once it is exceeded",
+    .enabled(if: backingGrowsDirectories, "the backing filesystem's directories take no blocks (tmpfs)"))
+  func renamesGrowingDirectories() throws {
+    let capacity: Int64 = 1 << 20
+    let box = try Sandbox(capacity: capacity)
+    _ = try box.mkdir("Documents/d0")
+    let names = (0..<1200).map { "f\($0)-" + String(repeating: "x", count: 200) }
+    for name in names { box.release(try box.create("Documents/d0/" + name)) }
+    var refused: Errno?
+    var directory = 0
+    rounds: while directory < 12 {
+      let next = "Documents/d\(directory + 1)"
+      do throws(Errno) { _ = try box.mkdir(next) } catch {
+        refused = error
+        break
+      }
+      for name in names {
+        do throws(Errno) { try box.rename("Documents/d\(directory)/" + name, to: next + "/" + name) } catch {
+          refused = error
+          break rounds
+        }
+      }
+      directory += 1
+    }
+    #expect(refused == .noSpace, "\(directory) rounds of renames, used \(box.used) of \(capacity)")
+    #expect(box.used <= capacity + 64 << 10, "at most a few blocks over: \(box.used)")
+    try box.expectExactBooks()
+  }
+}
