@@ -288,15 +288,43 @@ public final class BackupRestorer {
     }
   }
 
+  /// Refuses containers that would not make a device a mount takes (docs/reference.md#a-device):
+  /// an app or a group twice, an id both an app's and a group's (an app naming another app, or
+  /// itself, as a group), a group no restored app names. A crafted `Manifest.plist` could
+  /// ask for any of these; restored, the device would be refused at every mount.
+  static func checkConsistent(_ containers: [DeviceContainer]) throws(BackupError) {
+    var apps = DeviceApps()
+    for container in containers where container.kind == .app {
+      do throws(DeviceApps.Refusal) { try apps.install(container.id, groups: container.groups) } catch {
+        throw BackupError(.badData, "the backup's app \(container.id): \(error)")
+      }
+    }
+    let named = apps.groups
+    var seen: Set<ContainerIdentifier> = []
+    for container in containers where container.kind == .group {
+      if !seen.insert(container.id).inserted {
+        throw BackupError(.badData, "the backup's group \(container.id) is restored twice")
+      }
+      if apps.isInstalled(container.id) {
+        throw BackupError(.badData, "the backup's group \(container.id) is also an app's bundle id")
+      }
+      if named[container.id] == nil {
+        throw BackupError(.badData, "the backup's group \(container.id) has no member among the restored apps")
+      }
+    }
+  }
+
   /// Restores `containers` into `target` (new or empty) as a device's backing directory
   /// (docs/reference.md#a-device): each in its place under `Containers/`, with its
   /// metadata file, every check and the space of them all first, then everything built in
   /// one staging directory renamed into place at the end.
   /// - Parameter capacity: the capacity of the device to be mounted there, if given.
+  /// - Throws: ``BackupError`` (`badData` for containers that would not make a device).
   public func restoreDevice(
     _ database: ManifestDatabase, containers: [DeviceContainer], into target: TargetDirectory, capacity: Int64?
   ) throws(BackupError) -> Summary {
     summary = Summary()
+    try Self.checkConsistent(containers)
     try StagingDirectory.checkNewOrEmpty(target, verb: "restore")
     let space = try spaceAvailable(in: target)
     blockSize = space.blockSize

@@ -14,7 +14,7 @@ enum AppCommand {
       each group that does not exist yet. remove deletes its container, and the containers
       of the groups it was the last member of (refused while appbox run --app runs it).
       list shows the apps, the groups, their members and each container's usage.
-      Ids are reverse-DNS names: letters, digits and '-' between dots, at most 255 bytes.
+      Ids are reverse-DNS names: letters, digits and '-' between dots, at most 217 bytes.
     """
 
   /// Runs `appbox app …`.

@@ -121,27 +121,44 @@ public enum DeviceBacking {
     return contents
   }
 
+  /// The metadata file's name, for messages.
+  private static let metadataName = String(decoding: DeviceLayout.metadataFileName, as: UTF8.self)
+
   /// A container's metadata file, checked against the directory it is in.
   private static func readMetadata(of id: ContainerIdentifier, kind: ContainerKind, in parentFD: Int32, shown: String)
     throws(Problem) -> ContainerMetadata
   {
-    let bytes: [UInt8]
+    let containerFD: Int32
     do throws(Errno) {
-      let containerFD = try FileName.withBytes(id.bytes) { (name) throws(Errno) -> Int32 in
+      containerFD = try FileName.withBytes(id.bytes) { (name) throws(Errno) -> Int32 in
         try Sys.openat(parentFD, name.cString, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
       }
-      defer { Sys.close(containerFD) }
+    } catch {
+      let notADirectory = error == .notDirectory || error == .tooManySymlinks
+      throw Problem(
+        notADirectory ? "\(shown) is not a directory" : "\(shown): \(error)", errno: notADirectory ? nil : error)
+    }
+    defer { Sys.close(containerFD) }
+    let bytes: [UInt8]
+    do throws(Errno) {
+      // Without blocking (a FIFO put there would hold the mount, or root's backup of
+      // another user's device, forever), and only a regular file: anything else is no record.
       let fd = try FileName.withBytes(DeviceLayout.metadataFileName) { (name) throws(Errno) -> Int32 in
-        try Sys.openat(containerFD, name.cString, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
+        try Sys.openat(containerFD, name.cString, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC)
       }
       defer { Sys.close(fd) }
+      guard try Sys.fstat(fd).st_mode & S_IFMT == S_IFREG else { throw Errno.tooManySymlinks }  // as a symlink is
       bytes = try Sys.readToEnd(fd, limit: 1 << 20)
     } catch {
+      let problem: String? =
+        switch error {
+        case .noEntry: "has no \(metadataName)"
+        case .tooManySymlinks: "holds a \(metadataName) that is not a regular file"
+        default: nil
+        }
       throw Problem(
-        error == .noEntry
-          ? "\(shown) has no \(String(decoding: DeviceLayout.metadataFileName, as: UTF8.self)): it is not a container"
-          : error == .notDirectory ? "\(shown) is not a directory" : "\(shown): \(error)",
-        errno: error == .noEntry || error == .notDirectory ? nil : error)
+        problem.map { "\(shown) \($0): it is not a container" } ?? "\(shown): \(error)",
+        errno: problem == nil ? error : nil)
     }
     let metadata: ContainerMetadata
     do throws(ContainerMetadata.Problem) { metadata = try ContainerMetadata(decoding: bytes, kind: kind) } catch {

@@ -57,6 +57,10 @@ final class Inode: Sendable {
   let protectionValue = Atomic<UInt8>(Inode.unknownClass)
   /// Allocated bytes as last charged to the quota (`st_blocks * 512`).
   let allocated: Mutex<Int64>
+  /// Set (under `allocated`'s lock) while the file has no name left but open handles: its
+  /// blocks stay allocated, and charged, until the last handle is released (a program may
+  /// go on writing through it), as the quota's measurement decides.
+  let chargedUnlinked = Atomic<Bool>(false)
   /// The file's size when its allocation was last measured (stored under `allocated`'s
   /// lock): with the allocation it tells whether the file may have holes below its end
   /// (``SandboxFilesystem/growthEstimate(_:offset:count:)``).

@@ -276,12 +276,12 @@ extension SandboxFilesystem {
       linkNames.forget(ino: UInt64(st.st_ino))
       return
     }
+    // A file a program holds open stays charged until its last handle is released.
     let bytes =
-      inodes.existing(backingInode: UInt64(st.st_ino))?.allocated.withLock { charged in
-        defer { charged = 0 }
-        return charged
+      inodes.existing(backingInode: UInt64(st.st_ino)).map { inode in
+        inode.allocated.withLock { charged in Self.giveBack(&charged, inode).0 }
       } ?? Int64(st.st_blocks) * 512
-    storage.charge(-bytes, area: area)
+    if bytes != 0 { storage.charge(-bytes, area: area) }
   }
 
   /// Removes (for an install that failed) containers that were renamed into place.

@@ -132,13 +132,11 @@ extension SandboxFilesystem {
     guard type == S_IFDIR || st.st_nlink <= 1 else { return }
     let ino = UInt64(st.st_ino)
     // A held inode was charged to its own domain (read under its lock, as a move reads it).
+    // A file still open keeps its charge until its last handle is released (its blocks stay
+    // allocated, and writes through the handle are charged as before).
     let (bytes, chargedArea) =
-      cached.map { inode in
-        inode.allocated.withLock { charged in
-          defer { charged = 0 }
-          return (charged, inode.area)
-        }
-      } ?? (Int64(st.st_blocks) * 512, area)
+      cached.map { inode in inode.allocated.withLock { charged in Self.giveBack(&charged, inode) } }
+      ?? (Int64(st.st_blocks) * 512, area)
     storage.books.withLock { books in
       if type == S_IFDIR {
         if domain.isPurgeable, !books.catalog.removeDirectory(ino: ino) {
@@ -150,6 +148,18 @@ extension SandboxFilesystem {
       }
       books.ledger.charge(chargedArea, delta: -bytes)
     }
+  }
+
+  /// What an item that lost its last name gives back of `charged` (its inode's charge,
+  /// under its lock), and where: nothing yet when it is a file with open handles (it is
+  /// charged until the last is released), else all of it.
+  static func giveBack(_ charged: inout Int64, _ inode: Inode) -> (Int64, StorageArea) {
+    if inode.isRegularFile, inode.openHandles.load(ordering: .acquiring) > 0 {
+      inode.chargedUnlinked.store(true, ordering: .relaxed)
+      return (0, inode.area)
+    }
+    defer { charged = 0 }
+    return (charged, inode.area)
   }
 
   /// A file with other links lost the name `name` in `directory`: down to one link, it

@@ -474,6 +474,9 @@ extension SandboxFilesystem {
     if written || HandleKind(handle: handle) == .passthrough { account(inode, fd: inode.fd) }
     if last, inode.recreatesPurged.load(ordering: .relaxed) { countWrittenAgain(inode) }
     unpin(inode)
+    // An unlinked file kept its charge while open: what it was charged goes back once no
+    // handle is left (measured again: another may have been opened meanwhile).
+    if inode.chargedUnlinked.load(ordering: .relaxed) { account(inode, fd: inode.fd) }
   }
 
   /// `fsync`.

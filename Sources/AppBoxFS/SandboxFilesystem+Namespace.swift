@@ -179,9 +179,19 @@ extension SandboxFilesystem {
         return
       }
     }
-    // The target directory may grow by a name; a rename is not refused for it (what a
-    // full sandbox cannot reserve is purged afterwards, if anything is purgeable).
+    // The target directory may grow by a name; a full sandbox does not refuse a rename for
+    // it (what it cannot reserve is purged afterwards, if anything is purgeable), but one
+    // already above its capacity does, to a new name: renames alone could otherwise grow
+    // directories without end (every name moved into a fresh directory grows it; ext4
+    // never shrinks one), each settled above the capacity.
     let room = reserve(AllocationBlocks.size, area: to.area)
+    if target == nil, !exchange, room.bytes < AllocationBlocks.size,
+      storage.books.withLock({ $0.ledger.used > $0.ledger.capacity })
+    {
+      room.cancel()
+      storage.countNoSpace()
+      throw .noSpace
+    }
     let heldTarget = target.flatMap { inodes.existing(backingInode: UInt64($0.st_ino)) }  // before it is replaced
     try Sys.renameat2(from.fd, name.cString, to.fd, newName.cString, flags)
     if exchange, let target {

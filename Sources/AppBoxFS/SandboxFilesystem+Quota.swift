@@ -91,8 +91,11 @@ extension SandboxFilesystem {
   private enum Measurement {
     /// The file's allocation now, `delta` from what was charged, in `area`.
     case measured(delta: Int64, now: Int64, st: stat, area: StorageArea)
-    /// Unlinked or purged: taken off the books with its last name.
+    /// Purged: taken off the books with its last name.
     case offBooks
+    /// Unlinked, and no handle left open: `charged` bytes it kept charged (in `area`) go
+    /// back, as the backing filesystem frees its blocks.
+    case released(charged: Int64, area: StorageArea)
     /// The `fstat` failed: the reservation was added to the file's charge (now `charged`,
     /// in `area`), the worst case of what the change allocated.
     case unmeasured(Errno, charged: Int64, area: StorageArea)
@@ -122,7 +125,17 @@ extension SandboxFilesystem {
           return .unmeasured(error, charged: charged, area: inode.area)
         }
       }
-      guard st.st_nlink > 0 else { return .offBooks }
+      if st.st_nlink == 0 {
+        // No name left: its blocks stay allocated while a handle is open, through which a
+        // program may go on writing, so it stays charged as any file (or it could write
+        // past the capacity); once none is open, what it was charged goes back.
+        guard inode.openHandles.load(ordering: .acquiring) > 0 else {
+          inode.chargedUnlinked.store(false, ordering: .relaxed)
+          defer { charged = 0 }
+          return .released(charged: charged, area: inode.area)
+        }
+        inode.chargedUnlinked.store(true, ordering: .relaxed)
+      }
       let now = Int64(st.st_blocks) * 512
       inode.measuredSize.store(Int64(st.st_size), ordering: .relaxed)
       defer { charged = now }
@@ -132,6 +145,10 @@ extension SandboxFilesystem {
     switch measured {
     case .offBooks:
       if reserved != 0 { storage.charge(-reserved, area: reservedArea) }
+      return nil
+    case .released(let kept, let area):
+      if reserved != 0 { storage.charge(-reserved, area: reservedArea) }
+      if kept != 0 { storage.charge(-kept, area: area) }
       return nil
     case .unmeasured(let error, let charged, let area):
       if area != reservedArea { storage.move(reserved, from: reservedArea, to: area) }
@@ -151,7 +168,7 @@ extension SandboxFilesystem {
       storage.charge(-reserved, area: reservedArea)  // the file moved to another domain meanwhile
       reserved = 0
     }
-    let tracked = area.domain.isPurgeable && inode.isRegularFile ? inode.key.inode : nil
+    let tracked = area.domain.isPurgeable && inode.isRegularFile && st.st_nlink > 0 ? inode.key.inode : nil
     if delta != reserved || tracked != nil {
       let over = storage.charge(delta - reserved, area: area, trackedFile: tracked, newBytes: now)
       if over > 0 { purgeOverflow(over) }

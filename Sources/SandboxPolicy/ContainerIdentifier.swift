@@ -2,15 +2,19 @@
 /// a reverse-DNS name, which is also the name of its container's directory.
 ///
 /// Checked so that an id can never leave its directory or collide with AppBox's own names:
-/// 1 to 255 bytes (a file name's limit), ASCII letters, digits and `-` in at least two
+/// 1 to ``maximumLength`` bytes (so that AppBox's staging names, which put up to 38 bytes
+/// in front of an id, fit a file name), ASCII letters, digits and `-` in at least two
 /// components separated by single dots (`com.example.app`, `group.com.example.shared`).
 /// So no `/`, no NUL, no `..`, no leading dot (AppBox's staging names start with one).
 public struct ContainerIdentifier: Hashable, Comparable, Sendable, CustomStringConvertible {
   /// The id as given.
   public let name: String
 
-  /// The longest id, in bytes: the longest file name.
-  public static let maximumLength = 255
+  /// The longest id, in bytes: the longest file name (255) less the longest prefix of
+  /// AppBox's staging names (``DeviceLayout/longestStagingPrefix``, 38: `.appbox-removing-`,
+  /// a removal number of up to 20 digits and `-`). A longer id could be installed but its
+  /// container not staged for removal (ENAMETOOLONG), or not even installed.
+  public static let maximumLength = 217
 
   /// Why a text is not an id.
   public enum Problem: Error, Equatable, Sendable, CustomStringConvertible {

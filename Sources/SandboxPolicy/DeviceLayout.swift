@@ -81,6 +81,11 @@ public enum DeviceLayout {
     stagingPrefix + Array("removing-\(serial)-".utf8) + id.bytes
   }
 
+  /// The most bytes a staging name puts in front of an id: `.appbox-removing-`, the
+  /// largest removal number (20 digits) and `-` (`.appbox-installing-` is shorter).
+  /// ``ContainerIdentifier/maximumLength`` leaves room for it in a file name.
+  public static let longestStagingPrefix = stagingPrefix.count + "removing-\(UInt64.max)-".utf8.count
+
   /// The path components of a container's root below the device root.
   public static func components(of kind: ContainerKind, _ id: ContainerIdentifier) -> [[UInt8]] {
     kind.parentComponents + [id.bytes]

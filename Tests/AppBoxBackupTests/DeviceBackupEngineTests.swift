@@ -188,4 +188,38 @@ struct DeviceBackupEngineTests {
     #expect(try Scratch.names(scratch("out")) == ["restored"])
     _ = try Self.restoreDevice(scratch("backup"), into: scratch("out/again"), capacity: summary.spaceNeeded)
   }
+
+  @Test("containers that would not make a device (a crafted Manifest.plist's) are refused before anything is written")
+  func inconsistentContainers() throws {
+    let scratch = try Scratch()
+    _ = try Self.backUp(try Self.device(scratch), to: scratch("backup"))
+    try Sys.mkdir(scratch("out"), 0o755)
+    let restorer = BackupRestorer(backup: scratch("backup"))
+    let (database, _) = try restorer.open()
+    let (a, b, shared) = try (
+      ContainerIdentifier(validating: Self.a), ContainerIdentifier(validating: Self.b),
+      ContainerIdentifier(validating: Self.shared)
+    )
+    func app(_ id: ContainerIdentifier, _ groups: [ContainerIdentifier] = []) -> BackupRestorer.DeviceContainer {
+      .init(kind: .app, id: id, domain: BackupRules.domain(bundleID: id.name), groups: groups)
+    }
+    func group(_ id: ContainerIdentifier) -> BackupRestorer.DeviceContainer {
+      .init(kind: .group, id: id, domain: BackupRules.groupDomain(groupID: id.name))
+    }
+    for (what, containers) in [
+      ("an app naming another app as its group", [app(a, [b]), app(b)]),
+      ("an app naming itself as its group", [app(a, [a])]),
+      ("an app twice", [app(a), app(a)]),
+      ("a group that is also an app", [app(a, [shared]), app(b), group(b)]),
+      ("a group no restored app names", [app(a), group(shared)]),
+      ("a group twice", [app(a, [shared]), group(shared), group(shared)]),
+    ] {
+      #expect(throws: BackupError.self, "\(what)") {
+        try restorer.restoreDevice(
+          database, containers: containers, into: TargetDirectory.resolve(scratch("out/device"), option: "--backing"),
+          capacity: nil)
+      }
+      #expect(try Scratch.names(scratch("out")).isEmpty, "\(what): nothing written")
+    }
+  }
 }

@@ -230,7 +230,7 @@ struct DeviceMountTests {
     (["app", "install", "MNT", "com.example/evil"], 65, "'/'"),
     (["app", "install", "MNT", "app"], 65, "reverse-DNS"),
     (["app", "install", "MNT", ""], 65, "empty id"),
-    (["app", "install", "MNT", "com." + String(repeating: "a", count: 300)], 65, "longer than 255"),
+    (["app", "install", "MNT", "com." + String(repeating: "a", count: 300)], 65, "longer than 217"),
     (["app", "install", "MNT", "com.example.c", "--group", "group..x"], 65, "empty component"),
     (["app", "remove", "MNT", "com.example.unknown"], 66, "no app com.example.unknown"),
     (["app", "remove", "MNT", shared], 66, "no app"),

@@ -59,6 +59,47 @@ struct QuotaHardeningTests {
     try Quota.expectBooksMatch(fixture, capacity: 8 << 20)
     try fixture.unmount()
   }
+
+  @Test(
+    "a writer joining passthrough readers fills a file truncated up through a shared mapping past the quota (known issue)"
+  )
+  func passthroughWriterMappingStaysInQuota() throws {
+    let fixture = try MountFixture.unlocked(["--capacity", "8M"])
+    let path = fixture.path("Documents/mapped")
+    try writeFile(path, pattern(4096, seed: 1))
+    #expect(Quota.waitForReleases(fixture))
+    let reader = try openFile(path, O_RDONLY)
+    let writer = try openFile(path, O_RDWR)
+    let size = 64 << 20
+    #expect(ftruncate(writer, off_t(size)) == 0, "a sparse file allocates nothing")
+    let mapped = mmap(nil, size, PROT_READ | PROT_WRITE, MAP_SHARED, writer, 0)
+    if mapped != MAP_FAILED, let mapped {
+      // Were it mapped, every page touched would allocate a block of the backing file.
+      let bytes = mapped.assumingMemoryBound(to: UInt8.self)
+      for offset in stride(from: 0, to: size, by: 4096) { bytes[offset] = 0x41 }
+      _ = msync(mapped, size, MS_SYNC)
+      munmap(mapped, size)
+    } else {
+      #expect(errno == EACCES, "the mapping is refused: \(String(cString: strerror(errno)))")
+    }
+    close(writer)
+    close(reader)
+    #expect(Quota.waitForReleases(fixture))
+    // Known, not fixed (red-team 2, finding 7): the mapping is the backing file's (the
+    // kernel's passthrough mmap), whose pages no request brings to the daemon; the blocks
+    // are measured at the close, after the fact, and the sandbox is then 56 MiB over its
+    // capacity. A fix makes this test fail here: then drop the known issue.
+    let held = try Quota.du(fixture.backing)
+    // Without passthrough the mapping is the page cache's, written back through the daemon
+    // (ENOSPC at the capacity): the quota holds.
+    let passthrough = try Quota.status(fixture.mountpoint)["passthrough"] as? Bool ?? false
+    withKnownIssue("a joined writer's shared mapping fills holes past the capacity") {
+      #expect(held <= 8 << 20, "the backing directory holds \(held) bytes, at most the capacity")
+    } when: {
+      passthrough
+    }
+    try fixture.unmount()
+  }
 }
 
 /// Programs re-opening their own cache files while others fill the quota (threads of

@@ -38,11 +38,14 @@ struct DeviceLayoutTests {
     #expect(ContainerIdentifier(bytes: Array(text.utf8)) == nil)
   }
 
-  @Test("an id of 255 bytes is taken, of 256 refused")
+  @Test("an id of 217 bytes is taken, of 218 refused: every staging name of the longest id fits a file name")
   func overlongIdentifier() throws {
-    let longest = "com." + String(repeating: "a", count: 251)
-    #expect(try ContainerIdentifier(validating: longest).bytes.count == 255)
-    #expect(throws: ContainerIdentifier.Problem.tooLong(256)) { try ContainerIdentifier(validating: longest + "b") }
+    let longest = "com." + String(repeating: "a", count: 213)
+    let id = try ContainerIdentifier(validating: longest)
+    #expect(id.bytes.count == 217)
+    #expect(throws: ContainerIdentifier.Problem.tooLong(218)) { try ContainerIdentifier(validating: longest + "b") }
+    #expect(DeviceLayout.installingName(id).count <= 255)
+    #expect(DeviceLayout.removingName(id, serial: .max).count == 255)
   }
 
   @Test("paths below a device root are classified by container and domain")
