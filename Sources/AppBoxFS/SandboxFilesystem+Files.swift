@@ -526,6 +526,9 @@ extension SandboxFilesystem {
       throw error
     }
     settle(reservation, inode, fd: fd)
+    // Data written before, not yet written back, now lies beside unwritten extents or
+    // holes: the release writes it back and measures (``writeBack(_:fd:)``).
+    inode.written.store(true, ordering: .relaxed)
   }
 
   /// `lseek` for `SEEK_DATA` and `SEEK_HOLE` (the kernel answers the others itself).

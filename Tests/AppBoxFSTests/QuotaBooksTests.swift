@@ -78,6 +78,24 @@ struct QuotaBooksTests {
     }
   }
 
+  /// Data written in order, not written back yet, then unwritten extents fallocated past
+  /// it: ext4 places the data beside them at write-back, and the fifth extent takes an
+  /// extent-tree block. The release of the handle that fallocated writes it back.
+  @Test("a fallocate beside data not written back yet: what write-back allocates is on the books at its release")
+  func fallocateBesideDirtyData() throws {
+    let box = try Sandbox(capacity: 20 << 20)
+    let writer = try box.create("Documents/f")
+    #expect(try box.write(writer, pattern(40960)) == 40960)
+    box.release(writer)
+    let file = try box.open("Documents/f", flags: O_RDWR)
+    for index in 1...4 { try box.fallocate(file, mode: Self.keepSize, offset: off_t(index) << 20, length: 4096) }
+    box.release(file)
+    let fd = try Sys.open(box.backing + "/Documents/f", O_RDONLY | O_CLOEXEC)
+    defer { Sys.close(fd) }
+    try Sys.fsync(fd, dataOnly: false)  // the write-back, behind AppBox's back
+    try box.expectExactBooks()
+  }
+
   @Test("a file written in order, without holes, is left to the kernel's flusher: its release waits for no write-back")
   func inOrderWritesNotWrittenBack() throws {
     let box = try Sandbox(capacity: 20 << 20)
