@@ -68,6 +68,13 @@ final class Inode: Sendable {
   /// Set when data was written through the daemon: until its last handle is released, the
   /// backing filesystem may still allocate for it (at writeback), so releases measure it.
   let written = Atomic<Bool>(false)
+  /// Set once the file had holes below its end when measured before or after a change, or
+  /// was fallocated: its backing filesystem may then change its extent tree when it
+  /// writes the file back (ext4: an extent-tree block allocated, or freed when unwritten
+  /// extents merge), so a release that follows writes waits for that write-back before it
+  /// measures (``SandboxFilesystem/release(_:node:handle:)``). A file written only in
+  /// order, without holes, is left to the kernel's flusher.
+  let mayReshapeAtWriteBack = Atomic<Bool>(false)
   /// Unix second of the last use through the mount, to touch the purge catalog at most
   /// once a second per file.
   let lastTouch = Atomic<UInt32>(0)

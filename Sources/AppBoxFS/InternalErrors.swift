@@ -12,6 +12,10 @@ enum InternalErrorSite: String, CaseIterable, Sendable {
   /// charged (the worst case) until the next measurement. A device's directory that
   /// gained or lost a container is charged a block (the most one entry takes).
   case measure
+  /// A written file's pages could not be written back at its release: what the backing
+  /// filesystem allocates (or frees) when it writes them is charged at the file's next
+  /// measurement (until then the books may be off by that much).
+  case writeback
   /// A purge could not open a victim's directory: those victims stay, purgeable again.
   case purgeDirectory
   /// A purge could not identify a victim's directory: the kernel is not told, and keeps

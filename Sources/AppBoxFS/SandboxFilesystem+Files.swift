@@ -464,19 +464,41 @@ extension SandboxFilesystem {
   /// `release`: the last close.
   public func release(_ ctx: Caller, node: NodeID, handle: FileHandle) {
     let inode = inodes.inode(node)
+    let fd = Int32(truncatingIfNeeded: handle.rawValue)
     closed(handle, inode: inode)
-    Sys.close(Int32(truncatingIfNeeded: handle.rawValue))
-    // What the backing filesystem allocated at writeback: measured while written data may
+    // What the backing filesystem allocates at writeback: measured while written data may
     // be pending (the last handle's release clears the mark), and after passthrough
     // handles, whose writes bypass the daemon. A file nobody wrote is not measured again.
     let last = inode.openHandles.load(ordering: .relaxed) <= 1
     let written = last ? inode.written.exchange(false, ordering: .relaxed) : inode.written.load(ordering: .relaxed)
+    if written, inode.mayReshapeAtWriteBack.load(ordering: .relaxed) { writeBack(inode, fd: fd) }
+    Sys.close(fd)
     if written || HandleKind(handle: handle) == .passthrough { account(inode, fd: inode.fd) }
     if last, inode.recreatesPurged.load(ordering: .relaxed) { countWrittenAgain(inode) }
     unpin(inode)
     // An unlinked file kept its charge while open: what it was charged goes back once no
     // handle is left (measured again: another may have been opened meanwhile).
     if inode.chargedUnlinked.load(ordering: .relaxed) { account(inode, fd: inode.fd) }
+  }
+
+  /// Writes a written file's dirty backing pages back and waits for that I/O, so that
+  /// what the backing filesystem allocates or frees for them then is done when the release
+  /// measures the file: with ext4's delayed allocation, a fragmented file's extent-tree
+  /// block is allocated at write-back, and freed again when the unwritten extents that
+  /// write-back made are converted at the I/O's end and merge back into the inode. Left
+  /// to the kernel's flusher, that comes seconds later, after the last measurement, and
+  /// the books miss it (docs/architecture.md, Quota). Only for files that had holes or
+  /// were fallocated (``Inode/mayReshapeAtWriteBack``). A failure is logged and counted:
+  /// what the write-back changes is then charged at the file's next measurement.
+  private func writeBack(_ inode: Inode, fd: Int32) {
+    guard inode.isRegularFile else { return }
+    driver.handOff()  // it waits for the disk
+    do throws(Errno) { try Sys.writeBack(fd) } catch {
+      internalError(
+        .writeback, error,
+        "cannot write \(String(decoding: mountPath(of: inode), as: UTF8.self)) back at its release; what that allocates is charged at its next measurement"
+      )
+    }
   }
 
   /// `fsync`.
@@ -495,6 +517,7 @@ extension SandboxFilesystem {
     try check(.handleIO, inode)
     let fd = Int32(truncatingIfNeeded: handle.rawValue)
     try clearSetID(for: ctx, fd: fd)
+    inode.mayReshapeAtWriteBack.store(true, ordering: .relaxed)  // unwritten extents, or holes
     let allocates = mode & Linux.fallocPunchHole == 0
     let reservation = try reserveAll(
       allocates ? AllocationBlocks.withMetadata(Int64(length)) : 0, area: inode.area)
@@ -503,6 +526,9 @@ extension SandboxFilesystem {
       throw error
     }
     settle(reservation, inode, fd: fd)
+    // Data written before, not yet written back, now lies beside unwritten extents or
+    // holes: the release writes it back and measures (``writeBack(_:fd:)``).
+    inode.written.store(true, ordering: .relaxed)
   }
 
   /// `lseek` for `SEEK_DATA` and `SEEK_HOLE` (the kernel answers the others itself).

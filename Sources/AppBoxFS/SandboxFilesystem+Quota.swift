@@ -137,7 +137,10 @@ extension SandboxFilesystem {
         inode.chargedUnlinked.store(true, ordering: .relaxed)
       }
       let now = Int64(st.st_blocks) * 512
-      inode.measuredSize.store(Int64(st.st_size), ordering: .relaxed)
+      let before = inode.measuredSize.exchange(Int64(st.st_size), ordering: .relaxed)
+      if charged < AllocationBlocks.roundUp(before) || now < AllocationBlocks.roundUp(Int64(st.st_size)) {
+        inode.mayReshapeAtWriteBack.store(true, ordering: .relaxed)  // holes before or after the change
+      }
       defer { charged = now }
       return .measured(delta: now - charged, now: now, st: st, area: inode.area)
     }

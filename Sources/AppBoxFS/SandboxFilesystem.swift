@@ -246,13 +246,24 @@ public final class SandboxFilesystem: Filesystem {
 
   /// Invalidates the kernel's entries of up to `limit` inodes that have no open handle and
   /// pass `eligible` (a directory's subtree goes with it).
+  ///
+  /// Holds no inode while it notifies: an invalidation waits for its directory's lock,
+  /// which a request in that directory holds while it waits for a descriptor
+  /// (``withDescriptors(_:)``: a lookup in an `unlink`, say). Inodes held here meanwhile
+  /// would keep their descriptors open after their forgets, so the forgets that request
+  /// waits for would free none.
   private func dropIdleEntries(atMost limit: Int, where eligible: @escaping (Inode) -> Bool) {
     guard let notifier = notifier.withLock({ $0 }) else { return }
-    let idle = inodes.snapshot().lazy.filter { $0.openHandles.load(ordering: .relaxed) == 0 && eligible($0) }
-    for inode in idle.prefix(limit) {
-      let (parent, name) = inode.origin.withLock { $0 }
-      if !name.isEmpty { notifier.invalidateEntry(parent: parent, name: name) }
+    for (parent, name) in idleEntries(atMost: limit, where: eligible) {
+      notifier.invalidateEntry(parent: parent, name: name)
     }
+  }
+
+  /// The parent and name of up to `limit` inodes that have no open handle and pass
+  /// `eligible`: values, so that no inode outlives this call here.
+  private func idleEntries(atMost limit: Int, where eligible: @escaping (Inode) -> Bool) -> [(NodeID, [UInt8])] {
+    let idle = inodes.snapshot().lazy.filter { $0.openHandles.load(ordering: .relaxed) == 0 && eligible($0) }
+    return idle.prefix(limit).map { inode in inode.origin.withLock { ($0.parent, $0.name) } }.filter { !$0.1.isEmpty }
   }
 
   // MARK: - Helpers shared by the handlers

@@ -51,6 +51,8 @@ public enum Syscall: String, Hashable, Sendable, CaseIterable {
   case peerPIDFD
   /// `readdir` (``DirectoryStream/next()``).
   case readdir
+  /// `sync_file_range` (``Sys/writeBack(_:)``).
+  case syncFileRange
 }
 
 /// How one injected fault behaves.

@@ -258,6 +258,18 @@ public enum Sys {
     _ = try retryingEINTR { dataOnly ? Glibc.fdatasync(fd) : Glibc.fsync(fd) }
   }
 
+  /// `sync_file_range(2)` of the whole file, waiting before and after the write: every
+  /// dirty page is written back and its I/O done when this returns (not an `fdatasync`:
+  /// no journal commit, no cache flush). So is what the backing filesystem allocates or
+  /// frees for them then (ext4: a fragmented file's extent-tree blocks, allocated with a
+  /// delayed allocation's blocks, freed when unwritten extents converted at the I/O's end
+  /// merge back into the inode).
+  @inlinable
+  public static func writeBack(_ fd: Int32) throws(Errno) {
+    try SyscallFaults.check(.syncFileRange)
+    _ = try retryingEINTR { cposix_write_back(fd) }
+  }
+
   /// `fallocate(2)`.
   @inlinable
   public static func fallocate(_ fd: Int32, _ mode: Int32, _ offset: off_t, _ length: off_t) throws(Errno) {

@@ -27,6 +27,20 @@ struct FailClosedTests {
     try box.expectExactBooks()
   }
 
+  @Test("a release whose write-back fails still measures the file, and the error is counted")
+  func writebackNotStarted() throws {
+    let box = try Sandbox()
+    let file = try box.create("Documents/f")
+    // Past a hole: a file whose write-back the release waits for.
+    #expect(try box.write(file, [UInt8](repeating: 1, count: 64 * 1024), at: 64 * 1024) == 64 * 1024)
+    SyscallFaults.inject([.syncFileRange: SyscallFault(.ioError, times: 1)]) { faults in
+      box.release(file)
+      #expect(faults.failures(.syncFileRange) == 1)
+    }
+    #expect(box.fs.internalErrors.count(at: .writeback) == 1)
+    #expect(box.used == Sandbox.diskUsage(box.backing))
+  }
+
   @Test("a rename whose target cannot be looked at is refused with that error; nothing moves")
   func renameTargetUnreadable() throws {
     let box = try Sandbox()

@@ -272,6 +272,27 @@ struct InodeLifetimeTests {
     box.release(open)
   }
 
+  /// An invalidation waits for its directory's lock, which a request in that directory
+  /// may hold while it waits for a descriptor (a lookup in an `unlink` past the descriptor
+  /// limit): the forgets that come meanwhile must close their descriptors, or that request
+  /// waits in vain and answers EMFILE (seen as `unlink` failing with errno 24 over io_uring).
+  @Test("a forget while an entry invalidation waits for its directory closes the forgotten node's descriptor")
+  func forgetDuringHeldInvalidation() throws {
+    let box = try Sandbox()
+    for index in 0..<8 { try box.writeFile("Documents/f\(index)", [1]) }
+    let nodes = try (0..<8).map { (index) throws(Errno) in try box.lookup("Documents/f\(index)") }
+    weak var forgotten = box.fs.inodes.inode(nodes[0])
+    #expect(forgotten != nil)
+    box.notifier.holdInvalidations()
+    defer { box.notifier.releaseInvalidations() }
+    let dropping = RequestThread { box.fs.dropKernelCaches(sparing: []) }
+    #expect(box.notifier.waitForHeldInvalidation(), "the drop never reached an invalidation")
+    for node in nodes { box.fs.forget(node, count: box.lookups(node)) }
+    #expect(forgotten == nil, "the forgotten node's inode, and so its descriptor, is kept while the drop waits")
+    box.notifier.releaseInvalidations()
+    #expect(dropping.finish())
+  }
+
   @Test("forgetting a node measures its file: what was allocated since is charged")
   func forgetMeasures() throws {
     let box = try Sandbox()

@@ -52,6 +52,62 @@ struct QuotaBooksTests {
     #expect(try Self.rootNumber(box, .availableOpportunistic) == free)
   }
 
+  /// ext4 allocates a fragmented file's extent-tree block when it writes the file's pages
+  /// back (delayed allocation), and frees it when the I/O ends and the extents merge back
+  /// into the inode (the gaps written): the kernel's flusher may do either seconds after
+  /// the release measured the file, so the release writes the pages back and waits first.
+  /// The `fsync` of the backing file here stands for the flusher (or anyone's `sync`); on
+  /// a backing filesystem without delayed allocation the books are exact either way.
+  @Test("what the backing filesystem allocates and frees at write-back is on the books at the release")
+  func writebackMetadataAtRelease() throws {
+    let box = try Sandbox(capacity: 20 << 20)
+    for (first, booksAfter) in [(0, "scattered writes"), (4096, "the gaps written")] {
+      for name in ["Documents/scattered", "tmp/scattered"] {
+        let file = try first == 0 ? box.create(name) : box.open(name, flags: O_WRONLY)
+        for index in 0..<40 {
+          let offset = off_t(index) * 8192 + off_t(first)
+          #expect(try box.write(file, pattern(4096, seed: UInt64(index)), at: offset) == 4096)
+        }
+        box.release(file)
+        let fd = try Sys.open(box.backing + "/" + name, O_RDONLY | O_CLOEXEC)
+        defer { Sys.close(fd) }
+        try Sys.fsync(fd, dataOnly: false)  // the write-back, behind AppBox's back
+      }
+      #expect(box.used == Sandbox.diskUsage(box.backing), "after \(booksAfter)")
+      try box.expectExactBooks()
+    }
+  }
+
+  /// Data written in order, not written back yet, then unwritten extents fallocated past
+  /// it: ext4 places the data beside them at write-back, and the fifth extent takes an
+  /// extent-tree block. The release of the handle that fallocated writes it back.
+  @Test("a fallocate beside data not written back yet: what write-back allocates is on the books at its release")
+  func fallocateBesideDirtyData() throws {
+    let box = try Sandbox(capacity: 20 << 20)
+    let writer = try box.create("Documents/f")
+    #expect(try box.write(writer, pattern(40960)) == 40960)
+    box.release(writer)
+    let file = try box.open("Documents/f", flags: O_RDWR)
+    for index in 1...4 { try box.fallocate(file, mode: Self.keepSize, offset: off_t(index) << 20, length: 4096) }
+    box.release(file)
+    let fd = try Sys.open(box.backing + "/Documents/f", O_RDONLY | O_CLOEXEC)
+    defer { Sys.close(fd) }
+    try Sys.fsync(fd, dataOnly: false)  // the write-back, behind AppBox's back
+    try box.expectExactBooks()
+  }
+
+  @Test("a file written in order, without holes, is left to the kernel's flusher: its release waits for no write-back")
+  func inOrderWritesNotWrittenBack() throws {
+    let box = try Sandbox(capacity: 20 << 20)
+    let file = try box.create("Documents/log")
+    for index in 0..<40 { #expect(try box.write(file, pattern(5000), at: off_t(index) * 5000) == 5000) }
+    SyscallFaults.inject([:]) { faults in
+      box.release(file)
+      #expect(faults.calls(.syncFileRange) == 0)
+    }
+    try box.expectExactBooks()
+  }
+
   @Test("the available capacities: important counts everything purgeable, opportunistic only tmp")
   func availableCapacities() throws {
     let box = try Sandbox(capacity: 20 << 20)

@@ -18,7 +18,7 @@ struct DeviceControlExhaustionTests {
   /// RESULTS. `register SOCKET RESULTS N R GO OUT APPBOX MOUNTPOINT`: N child processes
   /// stay after it (as `cat` of that pipe), the first R of them registered over the
   /// control socket (`run deny`, `run allow` in turn); the last child waits for the file
-  /// GO, then runs `appbox lock` and writes its status to OUT. `hold SOCKET RESULTS`:
+  /// GO, then runs `appbox lock` and writes its status to OUT (whole: by a rename). `hold SOCKET RESULTS`:
   /// keeps as many idle control connections open as the daemon lets it (opening more as
   /// it closes them).
   static let attacker = #"""
@@ -64,8 +64,10 @@ struct DeviceControlExhaustionTests {
                 if input_ended(0.05):
                     os._exit(1)
             status = subprocess.call([appbox, "lock", mountpoint], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            with open(out, "w") as f:
+            # Whole or not at all: the test reads OUT as soon as it exists.
+            with open(out + ".part", "w") as f:
                 f.write(f"{status}\n")
+            os.rename(out + ".part", out)
             os._exit(0)
         results.write(f"accepted={accepted}\nrecorded={recorded}\n")
     else:

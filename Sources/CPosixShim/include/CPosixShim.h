@@ -64,6 +64,12 @@ static inline int cposix_fchmod_empty_path(int fd, mode_t mode) {
 static inline int cposix_fallocate(int fd, int mode, off_t offset, off_t len) {
   return (int)syscall(SYS_fallocate, fd, mode, offset, len);
 }
+/// `sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE |
+/// SYNC_FILE_RANGE_WAIT_AFTER)`: writes every dirty page of the file back and waits for
+/// that I/O (no journal commit, no cache flush: not an fdatasync).
+static inline int cposix_write_back(int fd) {
+  return (int)syscall(SYS_sync_file_range, fd, (off_t)0, (off_t)0, 1 | 2 | 4);
+}
 static inline ssize_t cposix_copy_file_range(int in, off_t *off_in, int out, off_t *off_out, size_t len, unsigned flags) {
   return (ssize_t)syscall(SYS_copy_file_range, in, off_in, out, off_out, len, flags);
 }

@@ -88,7 +88,32 @@ final class RecordingNotifier: KernelNotifier {
     }
   }
 
+  /// Whether entry invalidations wait (``holdInvalidations()``), and how many wait now.
+  private let gate = Mutex((held: false, waiting: 0))
+  private let gateChanged = Condition()
+
+  /// From now on each entry invalidation waits until ``releaseInvalidations()``, as the
+  /// kernel's waits for the directory's lock while a request in that directory holds it.
+  func holdInvalidations() { gate.withLock { $0.held = true } }
+
+  /// Lets the waiting entry invalidations (and later ones) go.
+  func releaseInvalidations() {
+    gate.withLock { $0.held = false }
+    gateChanged.notifyAll()
+  }
+
+  /// Waits (up to `seconds`) until an entry invalidation is waiting at the gate.
+  func waitForHeldInvalidation(seconds: Double = 30) -> Bool {
+    gateChanged.wait(deadline: Clock.monotonic() + seconds) { gate.withLock { $0.waiting > 0 } }
+  }
+
   func invalidateEntry(parent: NodeID, name: [UInt8]) -> Int32 {
+    if gate.withLock({ $0.held }) {
+      gate.withLock { $0.waiting += 1 }
+      gateChanged.notifyAll()
+      _ = gateChanged.wait { !gate.withLock { $0.held } }
+      gate.withLock { $0.waiting -= 1 }
+    }
     recorded.withLock { $0.append(.invalidateEntry(parent: parent, name: name)) }
     return 0
   }
