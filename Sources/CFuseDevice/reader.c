@@ -60,8 +60,8 @@ enum {
   OP_FSYNC = 20,
   OP_FLUSH = 25,
   OP_FSYNCDIR = 30,
-  OP_FALLOCATE = 43,
   OP_BATCH_FORGET = 42,
+  OP_FALLOCATE = 43,
   OP_COPY_FILE_RANGE = 47,
   FATTR_SIZE = 1 << 3,        // fuse_setattr_in.valid, its first field
   READ_SIZE_OFFSET = 16,      // fuse_read_in: fh, offset, size
