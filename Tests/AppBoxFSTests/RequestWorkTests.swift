@@ -53,6 +53,24 @@ struct RequestWorkTests {
     try box.expectExactBooks()
   }
 
+  @Test("a removed file whose last release could not measure it is measured at its forget: the books come out exact")
+  func forgetMeasuresWhatTheReleaseCouldNot() throws {
+    let box = try Sandbox()
+    let file = try box.create("Documents/f")
+    #expect(try box.write(file, [UInt8](repeating: 7, count: 10_000)) == 10_000)
+    try box.unlink("Documents/f")
+    #expect(try box.write(file, [UInt8](repeating: 8, count: 20_000), at: 10_000) == 20_000)
+    // Held open, it stayed charged; its last release cannot measure it, so it still is.
+    SyscallFaults.inject([.fstat: SyscallFault(.ioError)]) { _ in box.release(file) }
+    #expect(box.used > Sandbox.diskUsage(box.backing))
+    let calls = SyscallFaults.inject([:]) { scope in
+      box.fs.forget(file.node, count: box.lookups(file.node))
+      return scope.calls(.fstat)
+    }
+    #expect(calls == 1)
+    try box.expectExactBooks()
+  }
+
   @Test("a file replaced by a rename is forgotten without a read, and the books stay exact")
   func forgetOfReplacedFile() throws {
     let box = try Sandbox()
