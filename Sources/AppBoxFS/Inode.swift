@@ -88,6 +88,12 @@ final class Inode: Sendable {
   /// kernel still has it cached (until the kernel's entry is invalidated), so the kernel
   /// looks the name up again.
   let purged = Atomic<Bool>(false)
+  /// Set when a removal through the mount took the item's last name (``SandboxFilesystem/untrack(_:name:in:held:)``,
+  /// under `allocated`'s lock): its link count is 0 for good (a file unlinked to no links
+  /// cannot be linked again), so its forget retains no handle and, once its charge has gone
+  /// back (at the removal, or at its last release: not ``chargedUnlinked``), measures
+  /// nothing, and reads no status for either.
+  let unlinked = Atomic<Bool>(false)
   /// Set when this file re-created a name a purge had removed: its last release adds
   /// what it then holds to ``PurgeCost``'s bytes written again.
   let recreatesPurged = Atomic<Bool>(false)

@@ -1,3 +1,4 @@
+import FilesystemInterface
 import Posix
 import SandboxPolicy
 
@@ -121,12 +122,12 @@ extension SandboxFilesystem {
   /// file left with one link is purgeable again.
   /// - Parameter held: the item's inode if the kernel held it, found before the removal:
   ///   afterwards its number may already be a new item's (created on another thread).
-  func untrack(_ st: stat, name: [UInt8], in directory: Inode, held cached: Inode?) {
+  func untrack(_ st: stat, name: FileName, in directory: Inode, held cached: Inode?) {
     let domain = directory.domain
     let area = directory.area
     let type = st.st_mode & S_IFMT
     if type == S_IFREG, st.st_nlink > 1 {
-      lostLink(st, name: name, in: directory)
+      lostLink(st, name: name.bytes, in: directory)
       return
     }
     guard type == S_IFDIR || st.st_nlink <= 1 else { return }
@@ -135,8 +136,12 @@ extension SandboxFilesystem {
     // A file still open keeps its charge until its last handle is released (its blocks stay
     // allocated, and writes through the handle are charged as before).
     let (bytes, chargedArea) =
-      cached.map { inode in inode.allocated.withLock { charged in Self.giveBack(&charged, inode) } }
-      ?? (Int64(st.st_blocks) * 512, area)
+      cached.map { inode in
+        inode.allocated.withLock { charged in
+          inode.unlinked.store(true, ordering: .relaxed)
+          return Self.giveBack(&charged, inode)
+        }
+      } ?? (Int64(st.st_blocks) * 512, area)
     storage.books.withLock { books in
       if type == S_IFDIR {
         if domain.isPurgeable, !books.catalog.removeDirectory(ino: ino) {

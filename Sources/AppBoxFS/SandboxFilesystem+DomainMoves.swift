@@ -63,7 +63,7 @@ extension SandboxFilesystem {
         room.cancel()
         throw error
       }
-      if !exchange, let target { untrack(target, name: newName.bytes, in: to, held: heldTarget) }
+      if !exchange, let target { untrack(target, name: newName, in: to, held: heldTarget) }
       var additions: [(PurgeCatalog.Addition, Inode?)] = []
       for subtree in subtrees { moveBooks(of: subtree, additions: &additions) }
       storage.endMove { books in

@@ -94,7 +94,9 @@ extension SandboxFilesystem {
   /// Also returns the file's status as read for that (nil when it was not read): the
   /// forget's last measurement of the file takes it instead of reading it again.
   func retainedRecord(_ inode: Inode) -> (InodeTable.Retained?, stat?) {
-    guard !inode.purged.load(ordering: .relaxed), let attributes = try? Sys.fstat(inode.fd) else { return (nil, nil) }
+    guard !inode.purged.load(ordering: .relaxed), !inode.unlinked.load(ordering: .relaxed),
+      let attributes = try? Sys.fstat(inode.fd)
+    else { return (nil, nil) }
     guard attributes.st_nlink > 0, let handle = try? Sys.inodeHandle(inode.fd) else { return (nil, attributes) }
     let record = InodeTable.Retained(
       handle: handle, inode: inode.key.inode, domain: inode.domain.rawValue, container: inode.container)

@@ -129,7 +129,7 @@ extension SandboxFilesystem {
     let st = try Sys.fstatat(directory.fd, name.cString, AT_SYMLINK_NOFOLLOW)
     let held = inodes.existing(backingInode: UInt64(st.st_ino))  // before its number is free again
     try Sys.unlinkat(directory.fd, name.cString, 0)
-    untrack(st, name: name.bytes, in: directory, held: held)
+    untrack(st, name: name, in: directory, held: held)
     account(directory, fd: directory.fd)
   }
 
@@ -141,7 +141,7 @@ extension SandboxFilesystem {
     let st = try Sys.fstatat(directory.fd, name.cString, AT_SYMLINK_NOFOLLOW)
     let held = inodes.existing(backingInode: UInt64(st.st_ino))  // before its number is free again
     try Sys.unlinkat(directory.fd, name.cString, AT_REMOVEDIR)
-    untrack(st, name: name.bytes, in: directory, held: held)
+    untrack(st, name: name, in: directory, held: held)
     account(directory, fd: directory.fd)
   }
 
@@ -198,7 +198,7 @@ extension SandboxFilesystem {
       moved(source, from: name.bytes, in: from, to: newName.bytes, in: to)
       moved(target, from: newName.bytes, in: to, to: name.bytes, in: from)
     } else if target?.st_ino != source.st_ino {  // two names of one file: nothing moves
-      if let target { untrack(target, name: newName.bytes, in: to, held: heldTarget) }
+      if let target { untrack(target, name: newName, in: to, held: heldTarget) }
       moved(source, from: name.bytes, in: from, to: newName.bytes, in: to)
     }
     if to !== from { account(from, fd: from.fd) }

@@ -34,7 +34,10 @@ extension SandboxFilesystem {
 
   /// `forget`: -count lookups. A dropped inode's allocation is measured one last time, so
   /// that what the backing filesystem allocated since (say, at writeback) is charged
-  /// before the next lookup starts from a fresh measurement; its handle is retained.
+  /// before the next lookup starts from a fresh measurement; its handle is retained. An
+  /// item whose last name was removed through the mount (``Inode/unlinked``) is neither
+  /// once its charge has gone back (with the name, or at its last release): its handle is
+  /// stale, and nothing is left to measure.
   public func forget(_ node: NodeID, count: UInt64) {
     var status: stat?  // read for the retained record, when it was: one fstat for both
     let dropped = inodes.forget(node, count: count) { inode in
@@ -43,7 +46,9 @@ extension SandboxFilesystem {
       return record
     }
     if let dropped, dropped.isRegularFile {
-      account(dropped, fd: dropped.fd, known: status)
+      if !dropped.unlinked.load(ordering: .relaxed) || dropped.chargedUnlinked.load(ordering: .relaxed) {
+        account(dropped, fd: dropped.fd, known: status)
+      }
       do throws(Errno) { try revocation.disarm(dropped) } catch {
         internalError(.passthroughDisarm, error, "cannot take the passthrough mark off a forgotten file")
       }

@@ -6,7 +6,12 @@
 // `rm -rf`, the kernel forgets the file and then asks for the directory's attributes).
 // Deferred, it runs after that request is answered, while the program that sent it goes
 // on, or straight away when nothing is waiting, so no descriptor stays open while idle.
+//
+// Over FUSE over io_uring nothing is put off: the worker that reads a forget from /dev/fuse
+// serves no other program's requests (they come through the rings), so putting the forget
+// off would only cost it a poll of the device before its next read.
 #include "CFuseDevice.h"
+#include "uring.h"
 
 enum { DEFERRED_MAX = 16 };  // per worker: at most this many forgets (descriptors) wait
 
@@ -22,6 +27,10 @@ static _Thread_local struct {
 } deferred;
 
 void cfuse_device_defer(cfuse_deferred_fn work, void *context, uint64_t first, uint64_t second) {
+  if (cfuse_uring_active()) {
+    work(context, first, second);
+    return;
+  }
   if (deferred.count == DEFERRED_MAX) cfuse_device_run_deferred();
   deferred.items[deferred.count++] = (struct deferred_item){work, context, first, second};
 }

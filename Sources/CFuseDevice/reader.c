@@ -16,32 +16,51 @@
 // Before it waits on an empty device, the reader runs the work it deferred (deferred.c);
 // while requests come back to back, it polls for the next one before it sleeps
 // (busy_poll.c).
+//
+// Over FUSE over io_uring, /dev/fuse carries only forgets and interrupts (every other
+// request comes through a ring). The kernel wakes the sleeping reader for each forget it
+// queues, one per file an unlink or `rm -rf` removes, and the reader sleeps again after it:
+// two context switches and a read per file, on a thread that often has to run on the
+// program's CPU. So after a forget the reader waits FORGET_GATHER_NS before it reads again:
+// the forgets queued meanwhile come in that one read, as a BATCH_FORGET (the kernel packs
+// whatever is queued into the read's buffer). A forget is then served up to that much
+// later; a descriptor of a forgotten node stays open that much longer (a request out of
+// descriptors waits for forgets anyway: SandboxFilesystem.withDescriptors), and so does an
+// interrupt that comes meanwhile.
 #define _GNU_SOURCE
 #include "CFuseDevice.h"
 #include "busy_poll.h"
+#include "uring.h"
 
 #include <errno.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
+#include <time.h>
 
 static struct {
   pthread_mutex_t lock;
   pthread_cond_t turn;  // signalled when the reading is free for a waiting worker
   bool reading;         // a worker is in (or on its way into) read()
   bool ended;           // the session is unmounted (ENODEV): no worker reads again
-} readers = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, false};
+  bool after_forget;    // the last request read was a forget (only the reader uses it)
+} readers = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, false, false};
+
+/// How long the reader waits after a forget, over io_uring, before it reads again.
+enum { FORGET_GATHER_NS = 1000 * 1000 };
 
 // From the kernel's include/uapi/linux/fuse.h.
 enum {
   IN_HEADER_SIZE = 40,  // struct fuse_in_header: len, opcode, unique, nodeid, uid, gid, pid, …
+  OP_FORGET = 2,
   OP_SETATTR = 4,
   OP_READ = 15,
   OP_WRITE = 16,
   OP_FSYNC = 20,
   OP_FLUSH = 25,
   OP_FSYNCDIR = 30,
+  OP_BATCH_FORGET = 42,
   OP_FALLOCATE = 43,
   OP_COPY_FILE_RANGE = 47,
   FATTR_SIZE = 1 << 3,        // fuse_setattr_in.valid, its first field
@@ -94,6 +113,11 @@ ssize_t cfuse_device_take_request(int fd, void *buf, size_t len) {
   readers.reading = true;
   pthread_mutex_unlock(&readers.lock);
 
+  if (readers.after_forget && cfuse_uring_active()) {
+    struct timespec gather = {.tv_sec = 0, .tv_nsec = FORGET_GATHER_NS};
+    while (nanosleep(&gather, &gather) != 0 && errno == EINTR) {
+    }
+  }
   bool queued = false;
   if (cfuse_device_has_deferred()) {
     queued = cfuse_device_request_queued(fd);
@@ -101,6 +125,8 @@ ssize_t cfuse_device_take_request(int fd, void *buf, size_t len) {
   }
   ssize_t got = cfuse_device_read_request(fd, buf, len, queued);
   int error = errno;
+  uint32_t opcode = got >= IN_HEADER_SIZE ? field32(buf, 4) : 0;
+  readers.after_forget = opcode == OP_FORGET || opcode == OP_BATCH_FORGET;
 
   pthread_mutex_lock(&readers.lock);
   readers.reading = false;

@@ -28,6 +28,13 @@
 // another worker's. The kernel hands a queue's requests to the entry that became free last,
 // so a program's stream of requests stays on one awake worker.
 //
+// Each ring has one user, its worker: it is made with IORING_SETUP_SINGLE_ISSUER and
+// IORING_SETUP_DEFER_TASKRUN, so the kernel's completion of a fetch (run in the task that
+// submitted it) is queued on the ring and run by the worker in its own wait, which it wakes,
+// instead of as task work that signals the worker's thread. The ring is made disabled
+// (IORING_SETUP_R_DISABLED) and enabled by its worker, which makes that thread the ring's one
+// submitter. A kernel without these flags (before 6.1) gets plain rings.
+//
 // libfuse 3.14 handles requests as one contiguous buffer (header, argument struct, data):
 // each payload buffer has room in front of it, where the header and the argument struct
 // are copied before the request is handled, so write data is never copied.
@@ -49,6 +56,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 // From the kernel's include/uapi/linux/fuse.h (7.42); libfuse 3.14's copy predates them.
@@ -71,10 +79,17 @@ enum { PREFIX = 4096 };
 
 enum state { OFF, PREPARED, ALLOCATED, STARTING, ACTIVE, FAILED };
 
+/// How each ring is made (see above), and without the flags a kernel may not know.
+static const unsigned RING_FLAGS =
+    IORING_SETUP_SQE128 | IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN | IORING_SETUP_R_DISABLED;
+static const unsigned PLAIN_RING_FLAGS = IORING_SETUP_SQE128;
+enum { REGISTER_ENABLE_RINGS = 12 };  // IORING_REGISTER_ENABLE_RINGS (Linux 5.10)
+
 struct worker {
   unsigned qid;
   struct io_uring ring;
   bool ring_ready;
+  bool ring_enabled;  // made disabled, and enabled since (by the thread that submits to it)
   struct uring_req_header *header;  // a page of its own
   char *buffer;                     // PREFIX bytes, then the payload
   struct iovec iov[2];
@@ -206,8 +221,12 @@ bool cfuse_uring_prepare(struct fuse_session *se, int device) {
   for (unsigned i = 0; i < uring.count; i++) {
     struct worker *w = &uring.workers[i];
     w->qid = i / WORKERS_PER_QUEUE;
-    struct io_uring_params params = {.flags = IORING_SETUP_SQE128};
+    struct io_uring_params params = {.flags = RING_FLAGS};
     int rc = io_uring_queue_init_params(2, &w->ring, &params);
+    if (rc == -EINVAL) {
+      params = (struct io_uring_params){.flags = PLAIN_RING_FLAGS};
+      rc = io_uring_queue_init_params(2, &w->ring, &params);
+    }
     if (rc < 0) {
       // EPERM: kernel.io_uring_disabled, or a seccomp filter; ENOSYS: no io_uring.
       set_reason("io_uring_setup failed: %s%s", strerror(-rc),
@@ -255,6 +274,15 @@ bool cfuse_uring_allocate(size_t max_payload) {
   }
   atomic_store(&uring.state, ALLOCATED);
   return true;
+}
+
+/// Enables a ring made disabled, making the calling thread its one submitter (with
+/// IORING_SETUP_SINGLE_ISSUER). Returns 0 or -errno.
+static int enable_ring(struct worker *w) {
+  if (!(w->ring.flags & IORING_SETUP_R_DISABLED) || w->ring_enabled) return 0;
+  if (syscall(__NR_io_uring_register, w->ring.ring_fd, REGISTER_ENABLE_RINGS, NULL, 0) < 0) return -errno;
+  w->ring_enabled = true;
+  return 0;
 }
 
 /// Puts the worker's next command (register or commit-and-fetch) in its ring; it is sent
@@ -336,8 +364,11 @@ static void *work(void *argument) {
   (void)sched_setaffinity(0, sizeof cpus, &cpus);
 
   // A refused registration completes at once (the command is held while it waits).
-  queue_command(w, URING_CMD_REGISTER, false);
-  int rc = io_uring_submit(&w->ring);
+  int rc = enable_ring(w);
+  if (rc == 0) {
+    queue_command(w, URING_CMD_REGISTER, false);
+    rc = io_uring_submit(&w->ring);
+  }
   struct io_uring_cqe *cqe = NULL;
   if (rc == 1 && io_uring_peek_cqe(&w->ring, &cqe) == 0 && cqe != NULL && cqe->res < 0) rc = cqe->res;
   if (rc != 1) {
@@ -401,8 +432,10 @@ void cfuse_uring_start(void) {
     // A queue without a worker: the kernel would hold every request for it. A
     // registration it must refuse makes it fall back to /dev/fuse.
     struct worker *w = &uring.workers[q * WORKERS_PER_QUEUE];
-    queue_command(w, URING_CMD_REGISTER, true);
-    io_uring_submit(&w->ring);
+    if (enable_ring(w) == 0) {  // this thread submits to the ring of a worker that never ran
+      queue_command(w, URING_CMD_REGISTER, true);
+      io_uring_submit(&w->ring);
+    }
     set_reason("could not start a thread for queue %u", q);
     failed = true;
   }

@@ -111,8 +111,9 @@ nonisolated func makeOperations(flush: Bool) -> fuse_lowlevel_ops {
     } catch { reply(req, error) }
   }
   ops.forget = { req, ino, count in
-    // After the next reply (CFuseDevice's deferred.c): a forget may close an unlinked file,
-    // freeing it, and the kernel sends one after each unlink, just before its next request.
+    // Over /dev/fuse after the next reply (CFuseDevice's deferred.c): a forget may close an
+    // unlinked file, freeing it, and the kernel sends one after each unlink, just before its
+    // next request. Over io_uring at once: the requests come through the rings.
     cfuse_device_defer(forgetLater, fuse_req_userdata(req), ino, count)
     fuse_reply_none(req)
   }

@@ -320,7 +320,7 @@ struct ConcurrencyTests {
       try Sys.unlink(box.backing + "/tmp/f\(round)")
       try box.mkdir("tmp/d\(round)")
       if try box.backingStat("tmp/d\(round)").st_ino == st.st_ino { reused += 1 }
-      box.fs.untrack(st, name: bytes("f\(round)"), in: directory, held: held)
+      FileName.withBytes(bytes("f\(round)")) { name in box.fs.untrack(st, name: name, in: directory, held: held) }
       try box.writeFile("tmp/d\(round)/inside", [1])
     }
     // ext4 gives a freed number to a new directory about one time in four; a filesystem

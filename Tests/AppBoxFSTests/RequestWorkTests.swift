@@ -8,8 +8,9 @@ import Testing
   import Glibc
 #endif
 
-/// The daemon's own work per request (docs/architecture.md, "Less work per request"): a
-/// forget reads a file's status once; a mode or a time change goes through the node's
+/// The daemon's own work per request (docs/architecture.md, "Requests per file, and the
+/// work in each"): a forget reads a file's status once, and not at all for a file whose
+/// last name went through the mount; a mode or a time change goes through the node's
 /// `O_PATH` descriptor with an empty path where the kernel takes it, else through
 /// `/proc/self/fd`, with the same result either way.
 @Suite("Work per request")
@@ -26,6 +27,79 @@ struct RequestWorkTests {
     }
     #expect(calls == 1)
     #expect(box.fs.inodes.count == 1, "only the root is left")
+    try box.expectExactBooks()
+  }
+
+  @Test(
+    "a forget of a file whose last name went through the mount reads nothing, retains nothing, and leaves the books exact",
+    arguments: ["Documents", "Library/Caches"])
+  func forgetOfUnlinkedFile(directory: String) throws {
+    let box = try Sandbox()
+    _ = try box.lookup(directory)
+    let nodes = box.fs.inodes.count
+    let file = try box.create("\(directory)/f")
+    #expect(try box.write(file, [UInt8](repeating: 7, count: 10_000)) == 10_000)
+    try box.unlink("\(directory)/f")
+    // Still open: written after its last name went, then closed.
+    #expect(try box.write(file, [UInt8](repeating: 8, count: 20_000), at: 10_000) == 20_000)
+    box.release(file)
+    let calls = SyscallFaults.inject([:]) { scope in
+      box.fs.forget(file.node, count: box.lookups(file.node))
+      return scope.calls(.fstat)
+    }
+    #expect(calls == 0)
+    #expect(box.fs.inodes.count == nodes, "the file's node is dropped")
+    #expect(box.fs.inodes.retainedCount == 0, "a removed file's handle is stale")
+    try box.expectExactBooks()
+  }
+
+  @Test("a removed file whose last release could not measure it is measured at its forget: the books come out exact")
+  func forgetMeasuresWhatTheReleaseCouldNot() throws {
+    let box = try Sandbox()
+    let file = try box.create("Documents/f")
+    #expect(try box.write(file, [UInt8](repeating: 7, count: 10_000)) == 10_000)
+    try box.unlink("Documents/f")
+    #expect(try box.write(file, [UInt8](repeating: 8, count: 20_000), at: 10_000) == 20_000)
+    // Held open, it stayed charged; its last release cannot measure it, so it still is.
+    SyscallFaults.inject([.fstat: SyscallFault(.ioError)]) { _ in box.release(file) }
+    #expect(box.used > Sandbox.diskUsage(box.backing))
+    let calls = SyscallFaults.inject([:]) { scope in
+      box.fs.forget(file.node, count: box.lookups(file.node))
+      return scope.calls(.fstat)
+    }
+    #expect(calls == 1)
+    try box.expectExactBooks()
+  }
+
+  @Test("a file replaced by a rename is forgotten without a read, and the books stay exact")
+  func forgetOfReplacedFile() throws {
+    let box = try Sandbox()
+    try box.makeFile("Library/Caches/a", bytes: 5_000)
+    try box.makeFile("Library/Caches/b", bytes: 9_000)
+    let target = try box.lookup("Library/Caches/b")
+    try box.rename("Library/Caches/a", to: "Library/Caches/b")
+    let calls = SyscallFaults.inject([:]) { scope in
+      box.fs.forget(target, count: box.lookups(target))
+      return scope.calls(.fstat)
+    }
+    #expect(calls == 0)
+    #expect(box.fs.inodes.retainedCount == 0)
+    try box.expectExactBooks()
+  }
+
+  @Test("a file that keeps another name is still measured, and its handle retained, at its forget")
+  func forgetOfFileWithAnotherName() throws {
+    let box = try Sandbox()
+    try box.makeFile("Documents/f", bytes: 10_000)
+    let node = try box.link("Documents/f", as: "Documents/g")
+    try box.unlink("Documents/f")
+    let calls = SyscallFaults.inject([:]) { scope in
+      box.fs.forget(node, count: box.lookups(node))
+      return scope.calls(.fstat)
+    }
+    #expect(calls == 1)
+    #expect(box.fs.inodes.retainedCount == 1)
+    #expect(try box.lookup("Documents/g") == node, "the retained node comes back under its other name")
     try box.expectExactBooks()
   }
 

@@ -95,6 +95,37 @@ struct TransportTests {
     try fixture.unmount()
   }
 
+  @Test("the forgets of unlinked files close the daemon's descriptors soon after; over io_uring, read in batches")
+  func forgetsOfUnlinkedFiles() throws {
+    let fixture = try MountFixture.unlocked()
+    let files = 400
+    for index in 0..<files { try writeFile(fixture.path("Documents/gone\(index)"), []) }
+    let before = try Quota.status(fixture.mountpoint)
+    #expect(Quota.number(before, "nodes") >= Int64(files))
+    for index in 0..<files { try check(unlink(fixture.path("Documents/gone\(index)")), "unlink gone\(index)") }
+    // The kernel forgets each file just after its unlink; the daemon then closes its
+    // descriptor, which frees the file: no node of a removed file stays held.
+    let settled = fixture.waitUntil {
+      ((try? Quota.number(Quota.status(fixture.mountpoint), "nodes")) ?? .max) <= Quota.number(before, "nodes")
+        - Int64(files)
+    }
+    #expect(settled, "the daemon still holds nodes of removed files")
+    let after = try Quota.status(fixture.mountpoint)
+    let reads = ["forget", "batch_forget"].reduce(Int64(0)) { total, operation in
+      total + Quota.number(after, "requests.\(operation)") - max(0, Quota.number(before, "requests.\(operation)"))
+    }
+    #expect(reads >= 1)
+    print("forgetReads: \(reads) for \(files) files")
+    // The transport this mount uses (a fallback, e.g. the host's switch turned off meanwhile,
+    // is the test above's to report).
+    if Self.transport(after)["inUse"] as? String == "io-uring" {
+      // After a forget the /dev/fuse reader waits a moment before it reads again: the
+      // forgets of the files unlinked meanwhile come in one read (a batch_forget).
+      #expect(reads <= Int64(files / 2), "\(reads) reads of /dev/fuse for the forgets of \(files) files")
+    }
+    try fixture.unmount()
+  }
+
   @Test("-o auto_unmount keeps /dev/fuse, and status says why")
   func autoUnmountKeepsDevFuse() throws {
     let fixture = try MountFixture.unlocked(["--transport", "io-uring", "-o", "auto_unmount"])
