@@ -234,7 +234,7 @@ extension SandboxFilesystem {
       let (components, indices) = work[group]
       let directoryFD: Int32
       do throws(Errno) { directoryFD = try openDirectory(components) } catch {
-        for index in indices { storage.putBack(plan.victims[index].ino) }
+        for index in indices { storage.putBack(plan.victims[index].ino, plan: plan.serial) }
         // Renamed or removed since the plan: its victims were left to whoever changed it.
         if error != .noEntry && error != .notDirectory {
           internalError(
@@ -260,10 +260,10 @@ extension SandboxFilesystem {
       var done: [(index: Int, cached: Inode?, bytes: Int64, directory: UInt64?)] = []
       for index in indices {
         let victim = plan.victims[index]
-        guard storage.commit(victim.ino) else { continue }  // an open took it back
+        guard storage.commit(victim.ino, plan: plan.serial) else { continue }  // an open took it back
         switch unlinkVictim(victim, in: directoryFD) {
         case .unlinked(let cached, let bytes):
-          storage.finish(victim.ino, bytes: bytes)
+          storage.finish(victim, bytes: bytes, plan: plan.serial)
           done.append((index, cached, bytes, directory))
           if let progress {
             let total = unlinkedBytes.add(bytes, ordering: .relaxed).newValue
@@ -271,9 +271,9 @@ extension SandboxFilesystem {
             if files % SandboxFilesystem.purgeProgressInterval == 0 { progress(files, total) }
           }
         case .changed:
-          storage.abandon(victim.ino)
+          storage.abandon(victim.ino, plan: plan.serial)
         case .failed(let error):
-          storage.putBack(victim.ino)
+          storage.putBack(victim.ino, plan: plan.serial)
           log("purge: cannot unlink \(String(decoding: victim.name, as: UTF8.self)): \(error); kept")
         }
       }

@@ -20,6 +20,15 @@ import Synchronization
 /// committed, the open waits for the unlink and fails with ESTALE, so the kernel looks
 /// the name up again (and an `O_CREAT` open creates it afresh). Such waits sleep on
 /// ``victimsSettled`` (a `Condition`), which every removal from `inFlight` notifies.
+///
+/// A victim in flight belongs to the purge that took it (``PurgePlan/serial``): files are
+/// known by their backing inode number, and a number can name a file on the catalog
+/// while a purge still holds it (a rename put the file back on the catalog; or the purge
+/// has unlinked its victim, the number is free, and a new file got it before the purge's
+/// ``finish(_:bytes:plan:)``). No purge takes a number that is in flight, and a purge's
+/// steps (commit, finish, abandon, put back) act only on its own victims, so one purge
+/// never settles another's, nor leaves a file off both the catalog and `inFlight` (where
+/// an open would pin it nowhere) while a purge still goes on to unlink it.
 final class StorageState: Sendable {
   struct Books: ~Copyable {
     var ledger: QuotaLedger
@@ -29,6 +38,8 @@ final class StorageState: Sendable {
     var noSpaceRefusals = 0
     /// Victims taken off the catalog by a purge and not yet unlinked or given back.
     var inFlight: [UInt64: InFlight] = [:]
+    /// The serial of the last purge plan (``PurgePlan/serial``).
+    var plans: UInt64 = 0
     /// The top directories of subtrees moving to another domain (``beginMove(_:)``): no
     /// purge commits to a file inside them.
     var moving: [UInt64] = []
@@ -40,6 +51,8 @@ final class StorageState: Sendable {
   /// A victim on its way out; `committed` once the purge is about to unlink it.
   struct InFlight {
     var victim: PurgeCatalog.Victim
+    /// The serial of the plan that took it (``PurgePlan/serial``).
+    let plan: UInt64
     var committed = false
   }
 
@@ -56,6 +69,9 @@ final class StorageState: Sendable {
   /// A purge decided under the lock and carried out after it: unlink each victim.
   struct PurgePlan {
     var victims: [PurgeCatalog.Victim] = []
+    /// Tells this plan's victims in flight from another purge's under the same number:
+    /// its steps (``commit(_:plan:)`` and after) act only on its own.
+    var serial: UInt64 = 0
     /// Each victim's directory path below the mount root, for events and the unlink.
     var directories: [[[UInt8]]] = []
     var reason: PurgeReason
@@ -114,15 +130,18 @@ final class StorageState: Sendable {
   /// Takes victims off the catalog (so no other purge chooses them), recording their paths.
   /// None inside a subtree moving to another domain: ``beginMove(_:)`` gave those back,
   /// and once the move ends the catalog no longer knows where they went, so a victim taken
-  /// meanwhile could be committed to and unlinked in its new place.
+  /// meanwhile could be committed to and unlinked in its new place. None whose number is
+  /// in flight for another purge (see the type's note): it stays on the catalog, where an
+  /// open pins it, until that purge is done with the number.
   static func take(_ victims: [PurgeCatalog.Victim], reason: PurgeReason, books: inout Books) -> PurgePlan {
-    var plan = PurgePlan(reason: reason)
+    books.plans &+= 1
+    var plan = PurgePlan(serial: books.plans, reason: reason)
     plan.victims.reserveCapacity(victims.count)
     plan.directories.reserveCapacity(victims.count)
-    for victim in victims where !isMoving(victim, books: books) {
+    for victim in victims where !isMoving(victim, books: books) && books.inFlight[victim.ino] == nil {
       let directory = books.catalog.path(of: victim.parent) ?? []
       guard books.catalog.removeFile(ino: victim.ino) else { continue }
-      books.inFlight[victim.ino] = InFlight(victim: victim)
+      books.inFlight[victim.ino] = InFlight(victim: victim, plan: plan.serial)
       plan.victims.append(victim)
       plan.directories.append(directory)
     }
@@ -163,12 +182,12 @@ final class StorageState: Sendable {
     }
   }
 
-  /// Commits a purge to unlinking `ino`, unless an open took it back or it is on the
-  /// catalog again (a rename put it there).
+  /// Commits the purge `plan` to unlinking `ino`, unless an open took it back (or another
+  /// purge holds the number now) or it is on the catalog again (a rename put it there).
   /// - Returns: whether to unlink it.
-  func commit(_ ino: UInt64) -> Bool {
+  func commit(_ ino: UInt64, plan: UInt64) -> Bool {
     let (committed, left) = books.withLock { books -> (Bool, Bool) in
-      guard let flight = books.inFlight[ino] else { return (false, false) }
+      guard let flight = books.inFlight[ino], flight.plan == plan else { return (false, false) }
       guard !books.catalog.contains(ino: ino) else {
         books.inFlight[ino] = nil
         return (false, true)
@@ -189,21 +208,25 @@ final class StorageState: Sendable {
     return committed
   }
 
-  /// A victim unlinked: `bytes` (its allocation as charged) leave the books.
-  func finish(_ ino: UInt64, bytes: Int64) {
+  /// A victim of the purge `plan` unlinked: `bytes` (its allocation as charged) leave the
+  /// books. The purge removed its last name, so it gives the bytes back (the ownership
+  /// rule above); its number, free since the unlink, may be a new file's by now.
+  func finish(_ victim: PurgeCatalog.Victim, bytes: Int64, plan: UInt64) {
     books.withLock { books in
-      guard let flight = books.inFlight.removeValue(forKey: ino) else { return }
-      books.ledger.charge(StorageArea(flight.victim.container, flight.victim.domain), delta: -bytes)
+      if books.inFlight[victim.ino]?.plan == plan { books.inFlight[victim.ino] = nil }
+      books.ledger.charge(StorageArea(victim.container, victim.domain), delta: -bytes)
       books.purges += 1
       books.bytesPurged += bytes
     }
     victimsSettled.notifyAll()
   }
 
-  /// A victim whose name no longer refers to it (unlinked, renamed or linked by a
-  /// program meanwhile): the purge leaves it to whoever changed it.
-  func abandon(_ ino: UInt64) {
-    books.withLock { _ = $0.inFlight.removeValue(forKey: ino) }
+  /// A victim of the purge `plan` whose name no longer refers to it (unlinked, renamed or
+  /// linked by a program meanwhile): the purge leaves it to whoever changed it.
+  func abandon(_ ino: UInt64, plan: UInt64) {
+    books.withLock { books in
+      if books.inFlight[ino]?.plan == plan { books.inFlight[ino] = nil }
+    }
     victimsSettled.notifyAll()
   }
 
@@ -213,10 +236,11 @@ final class StorageState: Sendable {
     victimsSettled.wait(for: books) { $0.inFlight[ino] == nil }
   }
 
-  /// A victim the purge could not unlink: back on the catalog, purgeable again.
-  func putBack(_ ino: UInt64) {
+  /// A victim the purge `plan` could not unlink: back on the catalog, purgeable again.
+  func putBack(_ ino: UInt64, plan: UInt64) {
     books.withLock { books in
-      guard let flight = books.inFlight.removeValue(forKey: ino) else { return }
+      guard let flight = books.inFlight[ino], flight.plan == plan else { return }
+      books.inFlight[ino] = nil
       Self.restore(flight.victim, books: &books)
     }
     victimsSettled.notifyAll()
