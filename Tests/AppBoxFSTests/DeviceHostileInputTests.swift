@@ -99,6 +99,25 @@ struct DeviceHostileInputTests {
 }
 
 extension DeviceHostileInputTests {
+  /// Writes 1 MiB chunks through `file` up to 32 MiB, until a write fails or stores nothing.
+  /// - Returns: the bytes written, and the error that stopped it.
+  static func fill(_ file: (node: NodeID, handle: FilesystemInterface.FileHandle), in box: Sandbox) -> (
+    written: Int, refused: Errno?
+  ) {
+    var written = 0
+    let chunk = [UInt8](repeating: 0x62, count: 1 << 20)
+    while written < 32 << 20 {
+      do throws(Errno) {
+        let count = try box.write(file, chunk, at: off_t(written))
+        if count == 0 { break }
+        written += count
+      } catch {
+        return (written, error)
+      }
+    }
+    return (written, nil)
+  }
+
   @Test(
     "a program's file left open in a removed app's container keeps to the capacity, and the books are exact after it")
   func writerInRemovedContainer() throws {
@@ -107,19 +126,7 @@ extension DeviceHostileInputTests {
     try box.install("com.example.b")
     let file = try box.create(Sandbox.app("com.example.a") + "/Documents/kept")
     _ = try box.remove("com.example.a")
-    var written = 0
-    var refused: Errno?
-    let chunk = [UInt8](repeating: 0x62, count: 1 << 20)
-    while written < 32 << 20 {
-      do throws(Errno) {
-        let count = try box.write(file, chunk, at: off_t(written))
-        if count == 0 { break }
-        written += count
-      } catch {
-        refused = error
-        break
-      }
-    }
+    let (written, refused) = Self.fill(file, in: box)
     #expect(refused == .noSpace, "written \(written) bytes into a capacity of 8 MiB")
     #expect(written <= 8 << 20)
     box.release(file)
@@ -134,19 +141,7 @@ extension DeviceHostileInputTests {
     let box = try Sandbox(capacity: 8 << 20)
     let file = try box.create("Documents/kept")
     try box.unlink("Documents/kept")
-    var written = 0
-    var refused: Errno?
-    let chunk = [UInt8](repeating: 0x62, count: 1 << 20)
-    while written < 32 << 20 {
-      do throws(Errno) {
-        let count = try box.write(file, chunk, at: off_t(written))
-        if count == 0 { break }
-        written += count
-      } catch {
-        refused = error
-        break
-      }
-    }
+    let (written, refused) = Self.fill(file, in: box)
     #expect(refused == .noSpace, "written \(written) bytes into a capacity of 8 MiB")
     box.release(file)
   }
