@@ -136,35 +136,33 @@ enum ExperimentCommand {
     }
     let files = try RuntimeDirectory.current().files(for: SandboxMount.resolved(mountpoint))
     let logs = EventLogDirectory(files, owner: Sys.effectiveUID)
+    let sandbox = SandboxMount(mountpoint: mountpoint, mountedHere: true, temporaryDirectory: directory)
     let id: String
     do throws(CLIError) { id = try EventLogDirectory.currentID(of: try ControlClient.target(mountpoint)) } catch {
-      SandboxMount(mountpoint: mountpoint, mountedHere: true, temporaryDirectory: directory).finish()
+      sandbox.finish()
       throw error
     }
     let start = Clock.monotonic()
     let status: Int32
     var statuses: [(String, Int32)] = []
-    if plan.apps.isEmpty {
-      // As `appbox run MOUNTPOINT` does: a keeper registers the run with the daemon, which
-      // refuses device control (lock, purge, resize) from the program's tree.
-      let runPlan = RunPlan(
-        mountOptions: [], settings: [], mountpoint: mountpoint, backing: backing, program: plan.program)
-      do throws(CLIError) {
+    do throws(CLIError) {
+      if plan.apps.isEmpty {
+        // As `appbox run MOUNTPOINT` does: a keeper registers the run with the daemon, which
+        // refuses device control (lock, purge, resize) from the program's tree.
+        let runPlan = RunPlan(
+          mountOptions: [], settings: [], mountpoint: mountpoint, backing: backing, program: plan.program)
         status = try RunKeeper.start(
           runPlan, mount: SandboxMount(mountpoint: mountpoint, mountedHere: false, temporaryDirectory: nil))
-      } catch {
-        SandboxMount(mountpoint: mountpoint, mountedHere: true, temporaryDirectory: directory).finish()
-        throw error
+      } else {
+        statuses = try runApps(plan, on: mountpoint)
+        status = statuses.map(\.1).first { $0 != 0 } ?? 0
       }
-    } else {
-      do throws(CLIError) { statuses = try runApps(plan, on: mountpoint) } catch {
-        SandboxMount(mountpoint: mountpoint, mountedHere: true, temporaryDirectory: directory).finish()
-        throw error
-      }
-      status = statuses.map(\.1).first { $0 != 0 } ?? 0
+    } catch {
+      sandbox.finish()
+      throw error
     }
     let seconds = Clock.monotonic() - start
-    SandboxMount(mountpoint: mountpoint, mountedHere: true, temporaryDirectory: directory).finish()
+    sandbox.finish()
     // The daemon has exited (unmount waits for it): its log is complete.
     let bytes = try logs.read(id)
     if let kept = plan.eventsDirectory {
