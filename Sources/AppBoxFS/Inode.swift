@@ -57,6 +57,15 @@ final class Inode: Sendable {
   let protectionValue = Atomic<UInt8>(Inode.unknownClass)
   /// Allocated bytes as last charged to the quota (`st_blocks * 512`).
   let allocated: Mutex<Int64>
+  /// What ``allocated`` started at: for a node taken again from its retained record, what
+  /// the books held for the file (``InodeTable/Retained/charged``); else the allocation
+  /// its lookup read, which the books hold for a file they counted before (found at mount,
+  /// or measured as an earlier node), but not yet for one just created through the mount
+  /// (``SandboxFilesystem/created(_:in:protection:reserved:room:openFD:)``).
+  let initialCharge: Int64
+  /// Set (under ``allocated``'s lock) by the node's first measurement: from then on, the
+  /// status its lookup read is no measure of the file.
+  let measuredOnce = Atomic<Bool>(false)
   /// Set (under `allocated`'s lock) while the file has no name left but open handles: its
   /// blocks stay allocated, and charged, until the last handle is released (a program may
   /// go on writing through it), as the quota's measurement decides.
@@ -130,7 +139,7 @@ final class Inode: Sendable {
 
   init(
     node: NodeID, fd: Int32, attributes: stat, place: Place, lookups: UInt64,
-    origin: (parent: NodeID, name: [UInt8]) = (.root, [])
+    origin: (parent: NodeID, name: [UInt8]) = (.root, []), charged: Int64? = nil
   ) {
     self.node = node
     self.origin = Mutex(origin)
@@ -145,7 +154,8 @@ final class Inode: Sendable {
     self.lookups = Atomic(lookups)
     self.openHandles = Atomic(0)
     self.domainValue = Atomic(place.domain.rawValue)
-    self.allocated = Mutex(Int64(attributes.st_blocks) * 512)
+    self.initialCharge = charged ?? Int64(attributes.st_blocks) * 512
+    self.allocated = Mutex(initialCharge)
     self.measuredSize = Atomic(Int64(attributes.st_size))
   }
 

@@ -30,7 +30,8 @@ final class InodeTable: Sendable {
   private let held = Atomic<Int>(0)
 
   /// What the table keeps of a node the kernel forgot: enough to open its backing file
-  /// again (``Sys/open(_:mountFD:flags:)``), 48 bytes in its slot.
+  /// again (``Sys/open(_:mountFD:flags:)``), and what the quota's books hold for it, 56
+  /// bytes in its slot.
   struct Retained: Sendable {
     /// The backing filesystem's handle of the file.
     let handle: InodeHandle
@@ -40,9 +41,13 @@ final class InodeTable: Sendable {
     let domain: UInt8
     /// Its container.
     let container: ContainerNumber
+    /// Its allocation as the books charged it at the forget's last measurement: the node,
+    /// taken again, starts from it (``Inode/allocated``), so that its first measurement
+    /// charges what the backing filesystem allocated in between (at writeback).
+    let charged: Int64
 
     /// A free or held slot's record.
-    static let none = Retained(handle: .none, inode: 0, domain: 0, container: .top)
+    static let none = Retained(handle: .none, inode: 0, domain: 0, container: .top, charged: 0)
   }
 
   /// What a node id the kernel sent denotes now.
@@ -169,16 +174,16 @@ final class InodeTable: Sendable {
   ///     node of the same backing inode number is taken again only if its handle is the
   ///     file's (the number may have been reused by a new file).
   ///   - expected: the node id this lookup must give (a lookup of a handle's "."), or nil.
-  /// - Returns: nil if the backing inode does not have the node id `expected` (its handle
-  ///   is stale).
+  /// - Returns: the inode, and whether this made it (nil if the backing inode does not
+  ///   have the node id `expected`: its handle is stale).
   func remember(
     fd: Int32, attributes: stat, place: Inode.Place, parent: NodeID,
     name: FileName, handle: InodeHandle? = nil, expected: NodeID? = nil
-  ) -> Inode? {
+  ) -> (Inode, isNew: Bool)? {
     let key = BackingKey(attributes)
     if key == root.key {
       Sys.close(fd)
-      return expected == nil || expected == .root ? root : nil
+      return expected == nil || expected == .root ? (root, false) : nil
     }
     // Whether a retained node is this file is told by the backing file's handle, a
     // system call made outside the lock: asked for when the key turns out retained, and
@@ -204,8 +209,10 @@ final class InodeTable: Sendable {
           return .found(existing, duplicate: true)
         }
         let taken: Int32
+        var charged: Int64?
         if let slot {
-          state.unlink(slot)  // retained: the same node again
+          charged = state.retained[Int(slot)].charged
+          state.unlink(slot)  // retained: the same node again (its record cleared)
           taken = slot
         } else {
           taken = state.allocate()
@@ -213,7 +220,7 @@ final class InodeTable: Sendable {
         }
         let created = Inode(
           node: state.node(taken), fd: fd, attributes: attributes, place: place, lookups: 1,
-          origin: (parent, name.bytes))
+          origin: (parent, name.bytes), charged: charged)
         state.slots[Int(taken)] = created
         state.heldCount += 1
         held.store(state.heldCount, ordering: .relaxed)
@@ -227,7 +234,7 @@ final class InodeTable: Sendable {
         askedForHandle = true
       case .found(let inode, let duplicate):
         if duplicate { Sys.close(fd) }
-        return inode
+        return inode.map { ($0, !duplicate) }
       }
     }
   }
@@ -241,13 +248,17 @@ final class InodeTable: Sendable {
   }
 
   /// Takes `count` lookups away; the inode is dropped (and its descriptor closed) at zero.
-  /// - Parameter record: what to keep of the node if this drops it (nil: nothing, its
-  ///   handles go stale at once); asked for, outside the lock (it makes system calls), only
-  ///   when the count is about to reach zero, and the count is looked at again afterwards,
-  ///   since a lookup may have come meanwhile.
+  /// - Parameter lastLook: called, outside the lock (it may make system calls), when the
+  ///   count is about to reach zero, with whether the node may be retained; it returns what
+  ///   to keep of the node (nil: nothing, its handles go stale at once). The count is
+  ///   looked at again afterwards, since a lookup may have come meanwhile. Until the drop,
+  ///   a lookup of the file finds this node: what `lastLook` does to it is not missed by
+  ///   a node made for the file afterwards.
   /// - Returns: the inode, if this dropped it (its descriptor closes when it is released).
   @discardableResult
-  func forget(_ node: NodeID, count: UInt64, retaining record: (Inode) -> Retained? = { _ in nil }) -> Inode? {
+  func forget(
+    _ node: NodeID, count: UInt64, lastLook: (Inode, _ retainable: Bool) -> Retained? = { _, _ in nil }
+  ) -> Inode? {
     guard node != .root else { return nil }
     let inode = self.inode(node)
     let retainable = retainedLimit > 0 && inode.key.device == root.key.device
@@ -256,14 +267,14 @@ final class InodeTable: Sendable {
       let outcome = state.withLock { state -> Forgotten in
         let before = inode.lookups.load(ordering: .relaxed)
         precondition(before >= count, "kernel forgot \(count) lookups of a node holding \(before)")
-        if before == count, retainable, retaining == nil { return .needsRecord }
+        if before == count, retaining == nil { return .needsRecord }
         inode.lookups.store(before - count, ordering: .relaxed)
         guard before == count else { return .kept }
         let slot = state.slot(of: node)!
         state.slots[Int(slot)] = nil
         state.heldCount -= 1
         held.store(state.heldCount, ordering: .relaxed)
-        if let retaining = retaining ?? nil {
+        if retainable, let retaining = retaining ?? nil {
           state.retained[Int(slot)] = retaining
           state.link(slot)
           while state.retainedCount > retainedLimit { state.drop(state.oldest, device: root.key.device) }
@@ -274,7 +285,7 @@ final class InodeTable: Sendable {
         return .dropped
       }
       switch outcome {
-      case .needsRecord: retaining = .some(record(inode))
+      case .needsRecord: retaining = .some(lastLook(inode, retainable))
       case .kept: return nil
       case .dropped: return inode  // released by the caller, outside the lock
       }
@@ -283,7 +294,7 @@ final class InodeTable: Sendable {
 
   /// What one look at the table in ``forget(_:count:retaining:)`` found.
   private enum Forgotten {
-    /// The node is about to be dropped and may be retained: its record is needed first.
+    /// The node is about to be dropped: its last look comes first.
     case needsRecord
     /// Lookups are left.
     case kept

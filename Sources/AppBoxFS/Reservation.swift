@@ -2,7 +2,7 @@ import SandboxPolicy
 
 /// Bytes taken from the quota for one change, before the change is made.
 ///
-/// Noncopyable, so it is used up exactly once: ``SandboxFilesystem/settle(_:_:fd:known:)``
+/// Noncopyable, so it is used up exactly once: ``SandboxFilesystem/settle(_:_:fd:lookedUp:)``
 /// measures the change and settles the difference, ``cancel()`` gives the bytes back. A
 /// reservation dropped on an error path gives its bytes back by itself (its `deinit`), so
 /// no path undoes a reservation by hand, and none can be settled twice.

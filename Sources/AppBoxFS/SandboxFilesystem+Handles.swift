@@ -82,25 +82,23 @@ extension SandboxFilesystem {
         fd: fd, attributes: attributes, place: known ?? place, parent: .root, name: name, handle: handle,
         expected: expected)
     }
-    guard let inode = remembered else { throw .stale }
+    guard let (inode, _) = remembered else { throw .stale }
     return entry(inode, attributes)
   }
 
   /// What to retain of `inode`, which a forget is about to drop: its backing file's
-  /// handle, unless the file was removed or purged (its handles are stale then). Nil also
-  /// when the handle cannot be read: then the node's handles go stale, which is what
-  /// "not retained" means.
-  ///
-  /// Also returns the file's status as read for that (nil when it was not read): the
-  /// forget's last measurement of the file takes it instead of reading it again.
-  func retainedRecord(_ inode: Inode) -> (InodeTable.Retained?, stat?) {
+  /// handle and its charge, unless the file was removed or purged (its handles are stale
+  /// then). Nil also when the handle cannot be read: then the node's handles go stale,
+  /// which is what "not retained" means. `status`: the file's, if the forget's last
+  /// measurement just read it.
+  func retainedRecord(_ inode: Inode, status: stat?) -> InodeTable.Retained? {
     guard !inode.purged.load(ordering: .relaxed), !inode.unlinked.load(ordering: .relaxed),
-      let attributes = try? Sys.fstat(inode.fd)
-    else { return (nil, nil) }
-    guard attributes.st_nlink > 0, let handle = try? Sys.inodeHandle(inode.fd) else { return (nil, attributes) }
-    let record = InodeTable.Retained(
-      handle: handle, inode: inode.key.inode, domain: inode.domain.rawValue, container: inode.container)
-    return (record, attributes)
+      let attributes = status ?? (try? Sys.fstat(inode.fd)),
+      attributes.st_nlink > 0, let handle = try? Sys.inodeHandle(inode.fd)
+    else { return nil }
+    return InodeTable.Retained(
+      handle: handle, inode: inode.key.inode, domain: inode.domain.rawValue, container: inode.container,
+      charged: inode.allocated.withLock { $0 })
   }
 
   /// A readable descriptor of the backing root (`rootFD`) if this daemon may open backing

@@ -88,9 +88,12 @@ extension SandboxFilesystem {
       throw error
     }
     if openFD != nil { inode.openHandles.add(1, ordering: .relaxed) }
-    inode.allocated.withLock { $0 = 0 }
-    // The lookup's measurement holds unless an attribute was written since (it may take a block).
-    settle(reserved, inode, fd: openFD ?? inode.fd, known: storedAttribute ? nil : entry.attributes)
+    // The books hold nothing for the new file yet, though its node started from its
+    // lookup's allocation; a measurement since (another client's, by the name) charged
+    // only its difference to that.
+    inode.allocated.withLock { $0 -= inode.initialCharge }
+    // The lookup's status holds unless an attribute was written since (it may take a block).
+    settle(reserved, inode, fd: openFD ?? inode.fd, lookedUp: storedAttribute ? nil : entry.attributes)
     settle(room, directory, fd: directory.fd)
     track(inode, name: name.bytes, in: directory)
     if inode.isRegularFile, directory.domain.isPurgeable, notePurgeCost(.recreated, name, in: directory) {

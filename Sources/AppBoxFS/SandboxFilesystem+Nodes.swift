@@ -32,23 +32,25 @@ extension SandboxFilesystem {
     }
   }
 
-  /// `forget`: -count lookups. A dropped inode's allocation is measured one last time, so
-  /// that what the backing filesystem allocated since (say, at writeback) is charged
-  /// before the next lookup starts from a fresh measurement; its handle is retained. An
-  /// item whose last name was removed through the mount (``Inode/unlinked``) is neither
-  /// once its charge has gone back (with the name, or at its last release): its handle is
-  /// stale, and nothing is left to measure.
+  /// `forget`: -count lookups. A regular file about to be dropped is measured one last
+  /// time, so that what the backing filesystem allocated since (say, at writeback) is
+  /// charged; before the drop, since a lookup right after it makes a new node for the
+  /// file, which starts from what the books then hold (its retained record's charge, see
+  /// ``InodeTable/Retained/charged``). Its handle is retained. An item whose last name was
+  /// removed through the mount (``Inode/unlinked``) is neither once its charge has gone
+  /// back (with the name, or at its last release): its handle is stale, and nothing is
+  /// left to measure.
   public func forget(_ node: NodeID, count: UInt64) {
-    var status: stat?  // read for the retained record, when it was: one fstat for both
-    let dropped = inodes.forget(node, count: count) { inode in
-      let (record, attributes) = retainedRecord(inode)
-      status = attributes
-      return record
+    let dropped = inodes.forget(node, count: count) { inode, retainable in
+      var status: stat?  // the measurement's, which the record needs too: one fstat for both
+      if inode.isRegularFile,
+        !inode.unlinked.load(ordering: .relaxed) || inode.chargedUnlinked.load(ordering: .relaxed)
+      {
+        status = account(inode, fd: inode.fd)
+      }
+      return retainable ? retainedRecord(inode, status: status) : nil
     }
     if let dropped, dropped.isRegularFile {
-      if !dropped.unlinked.load(ordering: .relaxed) || dropped.chargedUnlinked.load(ordering: .relaxed) {
-        account(dropped, fd: dropped.fd, known: status)
-      }
       do throws(Errno) { try revocation.disarm(dropped) } catch {
         internalError(.passthroughDisarm, error, "cannot take the passthrough mark off a forgotten file")
       }

@@ -19,7 +19,7 @@ extension SandboxFilesystem {
   /// and the whole write is reserved: writes do not come in file order (the kernel's
   /// write-back of a file runs on several workers at once), so "past the allocated byte
   /// count" is no measure of what a write fills. The real change is measured afterwards
-  /// (``account(_:fd:known:)``).
+  /// (``account(_:fd:)``).
   func growthEstimate(_ inode: Inode, offset: off_t, count: Int) -> Int64 {
     let (allocated, size) = inode.allocated.withLock { ($0, inode.measuredSize.load(ordering: .relaxed)) }
     let end = Int64(offset) + Int64(count)
@@ -73,18 +73,18 @@ extension SandboxFilesystem {
   }
 
   /// Measures `inode`'s allocation after the change `reservation` was taken for, and
-  /// settles the quota (see ``account(_:fd:known:)``).
+  /// settles the quota (see ``measure(_:fd:reserved:reservedIn:lookedUp:)``).
   @discardableResult
-  func settle(_ reservation: consuming Reservation, _ inode: Inode, fd: Int32, known: stat? = nil) -> stat? {
+  func settle(_ reservation: consuming Reservation, _ inode: Inode, fd: Int32, lookedUp: stat? = nil) -> stat? {
     let (reserved, area) = reservation.handOver()
-    return measure(inode, fd: fd, reserved: reserved, reservedIn: area, known: known)
+    return measure(inode, fd: fd, reserved: reserved, reservedIn: area, lookedUp: lookedUp)
   }
 
   /// Measures `inode`'s allocation after a change that reserved nothing (a truncate, an
   /// fsync, a release) and charges the difference.
   @discardableResult
-  func account(_ inode: Inode, fd: Int32, known: stat? = nil) -> stat? {
-    measure(inode, fd: fd, reserved: 0, reservedIn: inode.area, known: known)
+  func account(_ inode: Inode, fd: Int32) -> stat? {
+    measure(inode, fd: fd, reserved: 0, reservedIn: inode.area, lookedUp: nil)
   }
 
   /// What a measurement found.
@@ -103,13 +103,14 @@ extension SandboxFilesystem {
 
   /// Measures `inode`'s allocation after a change and settles the quota: the difference to
   /// what was charged before, minus what was reserved (in `reservedIn`) for the change.
-  /// `known`: the file's stat taken since the change, which saves the `fstat`. A file
+  /// `lookedUp`: the status the node's lookup read after the change, which saves the
+  /// `fstat` unless the node was measured since (that measurement read a newer one). A file
   /// that cannot be measured never undercharges: what was reserved for the change stays
   /// charged to it (logged and counted), and its next measurement settles the difference.
   /// - Returns: the file's attributes as measured (nil when it was off the books, or
   ///   could not be measured).
   private func measure(
-    _ inode: Inode, fd: Int32, reserved: Int64, reservedIn reservedArea: StorageArea, known: stat?
+    _ inode: Inode, fd: Int32, reserved: Int64, reservedIn reservedArea: StorageArea, lookedUp: stat?
   ) -> stat? {
     // Measured under the inode's lock, which `untrack` and a move to another domain take
     // too: a close racing an unlink either settles before the unlink gives the bytes back,
@@ -117,8 +118,8 @@ extension SandboxFilesystem {
     let measured = inode.allocated.withLock { charged -> Measurement in
       if inode.purged.load(ordering: .relaxed) { return .offBooks }
       let st: stat
-      if let known {
-        st = known
+      if let lookedUp, !inode.measuredOnce.load(ordering: .relaxed) {
+        st = lookedUp
       } else {
         do throws(Errno) { st = try Sys.fstat(fd) } catch {
           charged += reserved
@@ -136,6 +137,7 @@ extension SandboxFilesystem {
         }
         inode.chargedUnlinked.store(true, ordering: .relaxed)
       }
+      inode.measuredOnce.store(true, ordering: .relaxed)
       let now = Int64(st.st_blocks) * 512
       let before = inode.measuredSize.exchange(Int64(st.st_size), ordering: .relaxed)
       if charged < AllocationBlocks.roundUp(before) || now < AllocationBlocks.roundUp(Int64(st.st_size)) {
@@ -260,8 +262,9 @@ extension SandboxFilesystem {
       var done: [(index: Int, cached: Inode?, bytes: Int64, directory: UInt64?)] = []
       for index in indices {
         let victim = plan.victims[index]
-        guard storage.commit(victim.ino, plan: plan.serial) else { continue }  // an open took it back
-        switch unlinkVictim(victim, in: directoryFD) {
+        // nil: an open took it back
+        guard let booked = storage.commit(victim.ino, plan: plan.serial) else { continue }
+        switch unlinkVictim(victim, booked: booked, in: directoryFD) {
         case .unlinked(let cached, let bytes):
           storage.finish(victim, bytes: bytes, plan: plan.serial)
           done.append((index, cached, bytes, directory))
@@ -342,8 +345,11 @@ extension SandboxFilesystem {
 
   /// Unlinks a committed victim by name, if the name is still that file and its only one.
   /// The inode the kernel may hold is marked purged first (under its allocation's lock,
-  /// so an `account` racing the unlink either settles before or sees it purged).
-  private func unlinkVictim(_ victim: PurgeCatalog.Victim, in directoryFD: Int32) -> VictimOutcome {
+  /// so an `account` racing the unlink either settles before or sees it purged). What it
+  /// gives back is its node's charge, or, with no node, `booked` (``StorageState/commit(_:plan:)``):
+  /// not what the file has allocated at the unlink, since what the backing filesystem
+  /// allocated after its last measurement (at writeback) was never charged.
+  private func unlinkVictim(_ victim: PurgeCatalog.Victim, booked: Int64, in directoryFD: Int32) -> VictimOutcome {
     let name = victim.name + [0]
     return name.withUnsafeBufferPointer { buffer -> VictimOutcome in
       let cname = UnsafeRawPointer(buffer.baseAddress!).assumingMemoryBound(to: CChar.self)
@@ -358,11 +364,18 @@ extension SandboxFilesystem {
         cached?.purged.store(false, ordering: .relaxed)
         return error == .noEntry ? .changed : .failed(error)
       }
+      if cached == nil {
+        // A lookup may have made a node from a status read before the unlink.
+        purgeUnlinks.add(1, ordering: .sequentiallyConsistent)
+        if let late = inodes.existing(backingInode: victim.ino), (try? Sys.fstat(late.fd))?.st_nlink == 0 {
+          markPurged(late)  // an fstat that fails: the lookup looks again (and fails the same way)
+        }
+      }
       let bytes =
         cached?.allocated.withLock { charged in
           defer { charged = 0 }
           return charged
-        } ?? Int64(st.st_blocks) * 512
+        } ?? booked
       return .unlinked(cached: cached, bytes: bytes)
     }
   }

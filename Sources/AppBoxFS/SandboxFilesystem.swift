@@ -83,6 +83,9 @@ public final class SandboxFilesystem: Filesystem {
   let domainMoves = Mutex(())
   /// Removals of containers so far: names their staging directories apart.
   let removals = Atomic<UInt64>(0)
+  /// Purges' unlinks of files no node held, so far: a lookup that made a node meanwhile
+  /// looks again whether its file still has a name (``lookupEntry(in:name:)``).
+  let purgeUnlinks = Atomic<UInt64>(0)
   /// Whether a request to drop inodes is under way.
   let releasing = Atomic<Bool>(false)
   /// Background work that must not run on a request thread: kernel notifications, timed
@@ -290,6 +293,7 @@ public final class SandboxFilesystem: Filesystem {
   /// there (ENOENT).
   func lookupEntry(in parent: Inode, name: FileName) throws(Errno) -> Entry {
     if hides(name, in: parent) { throw .noEntry }
+    let unlinksBefore = purgeUnlinks.load(ordering: .sequentiallyConsistent)
     let fd = try openInode(in: parent, name: name)
     let attributes: stat
     let place: Inode.Place
@@ -301,9 +305,39 @@ public final class SandboxFilesystem: Filesystem {
       throw error
     }
     // No expected node id: always an inode.
-    let inode = inodes.remember(fd: fd, attributes: attributes, place: place, parent: inodes.node(parent), name: name)!
+    let (inode, isNew) = inodes.remember(
+      fd: fd, attributes: attributes, place: place, parent: inodes.node(parent), name: name)!
+    if isNew, purgeUnlinks.load(ordering: .sequentiallyConsistent) != unlinksBefore {
+      try checkNotPurged(inode)
+    }
     if inodes.count > descriptorBudget { releaseDescriptors() }
     return entry(inode, attributes)
+  }
+
+  /// A node this lookup made from a status read before a purge unlinked the file (which
+  /// found no node to mark, and gave back what the books held): the name is gone (ENOENT),
+  /// and the node, marked purged with nothing charged, is dropped. Either the purge finds
+  /// the node after its unlink (``SandboxFilesystem/unlinkVictim(_:booked:in:)``) or this
+  /// finds the unlink, whichever comes second; both mark it the same way.
+  private func checkNotPurged(_ inode: Inode) throws(Errno) {
+    let links: nlink_t
+    do throws(Errno) { links = try Sys.fstat(inode.fd).st_nlink } catch {
+      forget(inode.node, count: 1)
+      throw error
+    }
+    guard links == 0 else { return }
+    markPurged(inode)
+    forget(inode.node, count: 1)
+    throw .noEntry
+  }
+
+  /// Marks a node whose file a purge unlinked: off the books (its charge went with the
+  /// name), ESTALE to the kernel, which then looks its name up again.
+  func markPurged(_ inode: Inode) {
+    inode.allocated.withLock { charged in
+      charged = 0
+      inode.purged.store(true, ordering: .relaxed)
+    }
   }
 
   /// The `O_PATH` descriptor of `name` in `parent` (``withDescriptors(_:)``).

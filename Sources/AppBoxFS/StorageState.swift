@@ -184,25 +184,27 @@ final class StorageState: Sendable {
 
   /// Commits the purge `plan` to unlinking `ino`, unless an open took it back (or another
   /// purge holds the number now) or it is on the catalog again (a rename put it there).
-  /// - Returns: whether to unlink it.
-  func commit(_ ino: UInt64, plan: UInt64) -> Bool {
-    let (committed, left) = books.withLock { books -> (Bool, Bool) in
-      guard let flight = books.inFlight[ino], flight.plan == plan else { return (false, false) }
+  /// - Returns: the bytes the books hold for it (its last measurement's, which the victim
+  ///   in flight recorded), if it is to be unlinked; nil if not. Read now, before the
+  ///   unlink frees the number for a new file, whose measurements would be taken for it.
+  func commit(_ ino: UInt64, plan: UInt64) -> Int64? {
+    let (committed, left) = books.withLock { books -> (Int64?, Bool) in
+      guard let flight = books.inFlight[ino], flight.plan == plan else { return (nil, false) }
       guard !books.catalog.contains(ino: ino) else {
         books.inFlight[ino] = nil
-        return (false, true)
+        return (nil, true)
       }
       if books.closing.contains(flight.victim.container) {
         books.inFlight[ino] = nil  // its container is being removed, files and all
-        return (false, true)
+        return (nil, true)
       }
       if Self.isMoving(flight.victim, books: books) {
         books.inFlight[ino] = nil
         Self.restore(flight.victim, books: &books)
-        return (false, true)
+        return (nil, true)
       }
       books.inFlight[ino]!.committed = true
-      return (true, false)
+      return (flight.victim.bytes, false)
     }
     if left { victimsSettled.notifyAll() }
     return committed

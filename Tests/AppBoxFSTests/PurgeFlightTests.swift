@@ -53,7 +53,7 @@ struct PurgeFlightTests {
     let first = Self.planCaches(box)
     try #require(first.victims.count == 1)
     let victim = first.victims[0]
-    #expect(box.fs.storage.commit(victim.ino, plan: first.serial))
+    #expect(box.fs.storage.commit(victim.ino, plan: first.serial) == 8192)
     // The purge's unlink frees the number; a file created right then gets it and is
     // tracked (as `track` records a new file) before the purge finishes.
     try Sys.unlink(box.backing + "/Library/Caches/a")
@@ -63,7 +63,7 @@ struct PurgeFlightTests {
     }
     let second = Self.planCaches(box)
     #expect(second.victims.isEmpty, "the number is the first purge's until it finishes")
-    #expect(!box.fs.storage.commit(victim.ino, plan: second.serial), "nor does another plan commit to it")
+    #expect(box.fs.storage.commit(victim.ino, plan: second.serial) == nil, "nor does another plan commit to it")
     box.fs.storage.finish(victim, bytes: 8192, plan: first.serial)
     box.fs.storage.books.withLock { books in
       #expect(books.inFlight.isEmpty)

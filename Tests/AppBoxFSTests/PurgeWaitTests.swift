@@ -24,7 +24,7 @@ struct PurgeWaitTests {
     let node = try box.lookup(path)
     let plan = box.fs.storage.plan(reason: .explicit) { catalog, _ in catalog.victims(inDomain: .caches) }
     try #require(plan.victims.count == 1)
-    #expect(box.fs.storage.commit(plan.victims[0].ino, plan: plan.serial))
+    #expect(box.fs.storage.commit(plan.victims[0].ino, plan: plan.serial) != nil)
     return (box, node, plan)
   }
 
