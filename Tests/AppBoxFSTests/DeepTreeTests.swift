@@ -76,4 +76,59 @@ struct DeepTreeTests {
     #expect(ledger.usage(.caches) == caches + (try fixed("Library/Caches")))
     #expect(catalog.count == 1)
   }
+
+  /// A temporary directory with a chain of ``depth`` directories below `top` (a file of
+  /// 1,000 bytes at its bottom), removed (by ``TreeRemoval``) after `body`.
+  static func withChain(_ body: (_ base: String, _ root: Int32) throws -> Void) throws {
+    var template = Array("/tmp/appboxfs-deep.XXXXXX".utf8CString)
+    guard let made = mkdtemp(&template) else { throw Errno.current }
+    let base = String(cString: made)
+    defer { _ = try? TreeRemoval.remove(Array(base.utf8), in: AT_FDCWD) }  // cleanup: what is left stays in /tmp
+    try Sys.mkdir(base + "/top", 0o755)
+    _ = try Self.chain(below: base + "/top", depth: Self.depth, bytes: 1000)
+    let root = try Sys.open(base, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+    defer { Sys.close(root) }
+    try body(base, root)
+  }
+
+  @Test("a domain move's walk goes through a tree deeper than the descriptor limit, with few descriptors")
+  func walkDeepTree() throws {
+    try Self.withChain { base, root in
+      let top = try Sys.openat(root, "top", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+      defer { Sys.close(top) }
+      let before = Self.openDescriptors()
+      var entries = 0
+      var most = 0
+      var files = 0
+      try SubtreeWalk.run(below: top) { entry in
+        entries += 1
+        if !entry.isDirectory {
+          files += 1
+          most = Self.openDescriptors()  // at the bottom of the chain
+        }
+      }
+      #expect(entries == Self.depth + 1)
+      #expect(files == 1)
+      #expect(most - before < 1000, "the walk held one descriptor per level")
+    }
+  }
+
+  @Test("a container's removal goes through a tree deeper than the descriptor limit, with few descriptors")
+  func removeDeepTree() throws {
+    try Self.withChain { base, root in
+      let before = Self.openDescriptors()
+      var most = 0
+      var removed: [(components: [[UInt8]], directory: Bool)] = []
+      let left = try TreeRemoval.remove(Array("top".utf8), in: root) { components, st in
+        if removed.isEmpty { most = Self.openDescriptors() }  // the file at the bottom, first
+        removed.append((components, st.st_mode & S_IFMT == S_IFDIR))
+      }
+      #expect(left == 0)
+      #expect(!TestFiles.exists(base + "/top"))
+      #expect(removed.count == Self.depth + 2)
+      #expect(removed.first.map { !$0.directory && $0.components.count == 4 } == true)
+      #expect(removed.last.map { $0.directory && $0.components.isEmpty } == true)
+      #expect(most - before < 1000, "the removal held one descriptor per level")
+    }
+  }
 }
