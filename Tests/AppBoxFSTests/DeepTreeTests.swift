@@ -71,7 +71,9 @@ struct DeepTreeTests {
       })
     // Other tests run meanwhile and open descriptors of their own, far fewer than the depth.
     #expect(most.withLock { $0 } - before < 1000, "the walk held one descriptor per level")
-    let fixed = { (path: String) throws -> Int64 in Int64(try Sys.fstatat(root, path, AT_SYMLINK_NOFOLLOW).st_blocks) * 512 }
+    let fixed = { (path: String) throws -> Int64 in
+      Int64(try Sys.fstatat(root, path, AT_SYMLINK_NOFOLLOW).st_blocks) * 512
+    }
     #expect(ledger.usage(.documents) == documents + (try fixed("Documents")))
     #expect(ledger.usage(.caches) == caches + (try fixed("Library/Caches")))
     #expect(catalog.count == 1)
