@@ -48,9 +48,8 @@ struct BackingScan {
     self.progress = progress
   }
 
-  /// A directory still being listed.
+  /// Where a directory being listed stands.
   private struct Level {
-    let stream: DirectoryStream
     /// Where the directory stands in the layout.
     let place: Inode.Place
     /// Where its entries sit in the catalog (nil outside Caches and tmp).
@@ -61,17 +60,17 @@ struct BackingScan {
     let rootStat = try Sys.fstat(rootFD)
     ledger.charge(domain: .root, delta: Int64(rootStat.st_blocks) * 512)
     let urgencyName = Array(AppBoxAttribute.purgeUrgency.name.utf8CString)
-    var stack = [
-      Level(
-        stream: try DirectoryStream(
-          fd: try Sys.reopen(rootFD, flags: O_RDONLY | O_DIRECTORY | O_CLOEXEC | Linux.openNoAccessTime)),
-        place: Inode.Place(layout: layout, domain: .root), catalogParent: nil)
-    ]
-    while let level = stack.last {
-      guard let item = try level.stream.next() else {
-        stack.removeLast()
+    // Not one descriptor per level: a tree deeper than the descriptor limit is indexed too.
+    var stack = DirectoryLevels<Level>(reopenFlags: O_RDONLY | Linux.openNoAccessTime)
+    try stack.enter(
+      try Sys.reopen(rootFD, flags: O_RDONLY | O_DIRECTORY | O_CLOEXEC | Linux.openNoAccessTime),
+      payload: Level(place: Inode.Place(layout: layout, domain: .root), catalogParent: nil))
+    while let level = stack.innermost?.payload {
+      guard let item = try stack.next() else {
+        try stack.leave()
         continue
       }
+      let directoryFD = stack.fd
       if isDotOrDotDot(item.name) { continue }
       entries += 1
       if let progress, entries % Self.progressInterval == 0 {
@@ -79,7 +78,7 @@ struct BackingScan {
       }
       let st: stat
       do throws(Errno) {
-        st = try Sys.fstatat(level.stream.fd, item.name, AT_SYMLINK_NOFOLLOW)
+        st = try Sys.fstatat(directoryFD, item.name, AT_SYMLINK_NOFOLLOW)
       } catch  where error == .noEntry {
         continue
       }
@@ -111,10 +110,10 @@ struct BackingScan {
           }
         }
         let fd = try Sys.openat(
-          level.stream.fd, item.name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | Linux.openNoAccessTime)
-        stack.append(
-          Level(
-            stream: try DirectoryStream(fd: fd),
+          directoryFD, item.name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | Linux.openNoAccessTime)
+        try stack.enter(
+          fd,
+          payload: Level(
             place: Inode.Place(layout: place.layout, domain: domain, container: place.container),
             catalogParent: catalogParent))
       } else if type == S_IFREG, st.st_nlink == 1, let parent = level.catalogParent {
@@ -122,7 +121,7 @@ struct BackingScan {
         // never earlier than it should be).
         let urgency =
           urgencyName.withUnsafeBufferPointer { name in
-            Xattr.value(in: level.stream.fd, entry: item.name, name.baseAddress!)
+            Xattr.value(in: directoryFD, entry: item.name, name.baseAddress!)
           }.flatMap { try? PurgeUrgency.parse(attributeValue: $0) } ?? PurgeUrgency.none
         let lastUse = max(st.st_atim.tv_sec, st.st_mtim.tv_sec)
         catalog.addFile(

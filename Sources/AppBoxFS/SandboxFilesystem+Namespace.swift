@@ -224,6 +224,12 @@ extension SandboxFilesystem {
     try checkChangeable(inode)
     try checkSameContainer(inode, directory)
     if inode.domain != directory.domain { throw .crossDevice }
+    // Pinned while the name is added, as an open pins its file: a purge that checked the
+    // file's single link and is about to unlink its name would otherwise leave it alive
+    // under the new name, its bytes off the books. A purge under way is waited for
+    // (ESTALE once it unlinked the file: the kernel looks the name up again).
+    try pin(inode)
+    defer { unpin(inode) }
     let room = try reserveRoom(in: directory)
     try Sys.link(inode.fd, directory.fd, newName.cString)
     linked(inode, as: newName.bytes, in: directory)

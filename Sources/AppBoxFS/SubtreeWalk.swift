@@ -26,32 +26,33 @@ enum SubtreeWalk {
   /// - Throws: the first error listing or opening a directory (a directory that cannot be
   ///   read leaves its subtree unknown), or what `visit` throws.
   static func run(below fd: Int32, _ visit: (Entry) throws(Errno) -> Void) throws(Errno) {
-    let top = try DirectoryStream(
-      fd: try Sys.reopen(fd, flags: O_RDONLY | O_DIRECTORY | O_CLOEXEC))
-    var stack = [(stream: top, inode: UInt64(try Sys.fstat(top.fd).st_ino))]
-    while let (stream, inode) = stack.last {
-      guard let item = try stream.next() else {
-        stack.removeLast()
+    // Not one descriptor per level: a tree deeper than the descriptor limit is walked too.
+    var stack = DirectoryLevels<Void>()
+    try stack.enter(try Sys.reopen(fd, flags: O_RDONLY | O_DIRECTORY | O_CLOEXEC), payload: ())
+    while let level = stack.innermost {
+      guard let item = try stack.next() else {
+        try stack.leave()
         continue
       }
       if isDotOrDotDot(item.name) { continue }
+      let directoryFD = stack.fd
       let st: stat
       do throws(Errno) {
-        st = try Sys.fstatat(stream.fd, item.name, AT_SYMLINK_NOFOLLOW)
+        st = try Sys.fstatat(directoryFD, item.name, AT_SYMLINK_NOFOLLOW)
       } catch  where error == .noEntry {
         continue
       }
-      let entry = Entry(directoryFD: stream.fd, directoryInode: inode, name: item.name, st: st)
+      let entry = Entry(directoryFD: directoryFD, directoryInode: level.inode, name: item.name, st: st)
       try visit(entry)
       guard entry.isDirectory else { continue }
       let child: Int32
       do throws(Errno) {
         child = try Sys.openat(
-          stream.fd, item.name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+          directoryFD, item.name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
       } catch  where error == .noEntry || error == .notDirectory {
         continue
       }
-      stack.append((try DirectoryStream(fd: child), UInt64(st.st_ino)))
+      try stack.enter(child, payload: ())
     }
   }
 }

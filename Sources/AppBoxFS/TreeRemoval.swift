@@ -11,17 +11,23 @@ import Posix
 enum TreeRemoval {
   /// One directory being emptied.
   private struct Level {
-    let stream: DirectoryStream
-    /// Its name in the directory below it on the stack (or in `directoryFD`).
+    /// Its name in the directory around it (or in `directoryFD`).
     let name: [UInt8]
-    /// Its path below the removed directory.
+    /// The first components of its path below the removed directory (at most ``pathPrefix``).
     let components: [[UInt8]]
   }
 
-  /// Removes `name` in `directoryFD` and its subtree. `removed` hears each entry once it is
-  /// gone: its attributes (taken just before) and its path below the removed directory
-  /// (empty for the directory itself, last). Entries that vanish meanwhile are skipped; a
-  /// directory that a program fills meanwhile (ENOTEMPTY) is left, with what is in it.
+  /// How many leading components of an entry's path `removed` hears: enough to tell its
+  /// domain and container, and bounded, so that a deep tree costs memory in proportion
+  /// to its entries, not to their depth squared.
+  static let pathPrefix = 4
+
+  /// Removes `name` in `directoryFD` and its subtree, holding at most a few directories
+  /// open however deep it goes (``DirectoryLevels``). `removed` hears each entry once it is
+  /// gone: its attributes (taken just before) and the first ``pathPrefix`` components of
+  /// its path below the removed directory (empty for the directory itself, last). Entries
+  /// that vanish meanwhile are skipped; a directory that a program fills meanwhile
+  /// (ENOTEMPTY) is left, with what is in it.
   /// - Returns: how many directories were left that way.
   /// - Throws: the first other error (then the rest is left as it is).
   @discardableResult
@@ -31,13 +37,14 @@ enum TreeRemoval {
     let top = try FileName.withBytes(name) { (cname) throws(Errno) -> Int32 in
       try Sys.openat(directoryFD, cname.cString, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
     }
-    var stack = [Level(stream: try DirectoryStream(fd: top), name: name, components: [])]
+    var stack = DirectoryLevels<Level>()
+    try stack.enter(top, payload: Level(name: name, components: []))
     var left = 0
-    while let level = stack.last {
-      guard let item = try level.stream.next() else {
-        stack.removeLast()
-        let st = try Sys.fstat(level.stream.fd)
-        let parentFD = stack.last?.stream.fd ?? directoryFD
+    while let level = stack.innermost?.payload {
+      guard let item = try stack.next() else {
+        let leftLevel = try stack.leave()
+        let st = try Sys.fstat(leftLevel.stream!.fd)
+        let parentFD = stack.innermost == nil ? directoryFD : stack.fd
         do throws(Errno) {
           try FileName.withBytes(level.name) { (cname) throws(Errno) in
             try Sys.unlinkat(parentFD, cname.cString, AT_REMOVEDIR)
@@ -51,9 +58,11 @@ enum TreeRemoval {
         continue
       }
       if isDotOrDotDot(item.name) { continue }
+      let directory = stack.fd
       let entryName = FileName(item.name).bytes
+      let path = level.components.count < pathPrefix ? level.components + [entryName] : level.components
       let st: stat
-      do throws(Errno) { st = try Sys.fstatat(level.stream.fd, item.name, AT_SYMLINK_NOFOLLOW) } catch
+      do throws(Errno) { st = try Sys.fstatat(directory, item.name, AT_SYMLINK_NOFOLLOW) } catch
         where error == .noEntry
       {
         continue
@@ -61,18 +70,17 @@ enum TreeRemoval {
       if st.st_mode & S_IFMT == S_IFDIR {
         let fd: Int32
         do throws(Errno) {
-          fd = try Sys.openat(level.stream.fd, item.name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+          fd = try Sys.openat(directory, item.name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
         } catch  where error == .noEntry || error == .notDirectory {
           continue
         }
-        stack.append(
-          Level(stream: try DirectoryStream(fd: fd), name: entryName, components: level.components + [entryName]))
+        try stack.enter(fd, payload: Level(name: entryName, components: path))
         continue
       }
-      do throws(Errno) { try Sys.unlinkat(level.stream.fd, item.name, 0) } catch  where error == .noEntry {
+      do throws(Errno) { try Sys.unlinkat(directory, item.name, 0) } catch  where error == .noEntry {
         continue
       }
-      removed(level.components + [entryName], st)
+      removed(path, st)
     }
     return left
   }

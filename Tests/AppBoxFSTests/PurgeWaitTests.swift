@@ -55,6 +55,26 @@ struct PurgeWaitTests {
     try box.expectExactBooks()
   }
 
+  @Test("a link to a file a purge is unlinking sleeps until the unlink, then answers ESTALE; the books stay exact")
+  func linkWaits() throws {
+    let (box, node, plan) = try Self.committedVictim("Library/Caches/f")
+    let caches = try box.lookup("Library/Caches")
+    let outcome = Outcome()
+    let request = RequestThread { [fs = box.fs] in
+      outcome.run { () throws(Errno) in
+        try FileName.withBytes(Array("second".utf8)) { (name) throws(Errno) in
+          _ = try fs.link(Sandbox.root, node: node, newParent: caches, newName: name)
+        }
+      }
+    }
+    // Unwaited, the link lands between the purge's check of the file's single link and
+    // its unlink: the file lives on under the new name with its bytes off the books.
+    Self.expectSleepsUntilPurged(box, plan, request)
+    #expect(outcome.error == .stale)
+    #expect(!box.backingHas("Library/Caches/f") && !box.backingHas("Library/Caches/second"))
+    try box.expectExactBooks()
+  }
+
   @Test("a getattr of a file being unlinked by a purge sleeps until the unlink, then answers ESTALE")
   func getattrWaits() throws {
     let (box, node, plan) = try Self.committedVictim("Library/Caches/f")
