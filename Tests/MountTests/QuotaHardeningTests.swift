@@ -61,43 +61,58 @@ struct QuotaHardeningTests {
   }
 
   @Test(
-    "a writer joining passthrough readers fills a file truncated up through a shared mapping past the quota (known issue)"
+    "a read-write handle joining a passthrough reader cannot fill holes through a shared mapping past the quota, not even after its close"
   )
   func passthroughWriterMappingStaysInQuota() throws {
     let fixture = try MountFixture.unlocked(["--capacity", "8M"])
     let path = fixture.path("Documents/mapped")
     try writeFile(path, pattern(4096, seed: 1))
     #expect(Quota.waitForReleases(fixture))
+    let passthrough = try Quota.status(fixture.mountpoint)["passthrough"] as? Bool ?? false
     let reader = try openFile(path, O_RDONLY)
     let writer = try openFile(path, O_RDWR)
     let size = 64 << 20
-    #expect(ftruncate(writer, off_t(size)) == 0, "a sparse file allocates nothing")
-    let mapped = mmap(nil, size, PROT_READ | PROT_WRITE, MAP_SHARED, writer, 0)
-    if mapped != MAP_FAILED, let mapped {
-      // Were it mapped, every page touched would allocate a block of the backing file.
-      let bytes = mapped.assumingMemoryBound(to: UInt8.self)
-      for offset in stride(from: 0, to: size, by: 4096) { bytes[offset] = 0x41 }
-      _ = msync(mapped, size, MS_SYNC)
-      munmap(mapped, size)
-    } else {
-      #expect(errno == EACCES, "the mapping is refused: \(String(cString: strerror(errno)))")
+    // With passthrough the writer joins the reader, and a shared mapping of it is the
+    // backing file's, whose writes no request brings to the daemon: so the file keeps no
+    // holes, and a growth is allocated (64 MiB does not fit). Without passthrough the
+    // growth is a hole, and the mapping is the page cache's, written back through the
+    // daemon (ENOSPC at the capacity).
+    let grown = ftruncate(writer, off_t(size)) == 0
+    let failure = errno
+    if passthrough { #expect(!grown && failure == ENOSPC, "errno \(failure)") }
+    let filled = grown ? size : 4 << 20
+    if !grown { #expect(ftruncate(writer, off_t(filled)) == 0, "4 MiB fits, and is allocated") }
+    // Mapped whole (past the end too, where the file might grow later).
+    let mapping = mmap(nil, size, PROT_READ | PROT_WRITE, MAP_SHARED, writer, 0)
+    let mapped = try #require(mapping == MAP_FAILED ? nil : mapping, "mmap: \(String(cString: strerror(errno)))")
+    if passthrough {
+      // The mapping is the backing file's and outlives both handles: their releases come now.
+      close(writer)
+      close(reader)
+      #expect(Quota.waitForReleases(fixture))
     }
-    close(writer)
-    close(reader)
+    let bytes = mapped.assumingMemoryBound(to: UInt8.self)
+    for offset in stride(from: 0, to: filled, by: 4096) { bytes[offset] = 0x41 }
+    if passthrough {
+      // Nothing is open, but the mapping would fill what a truncate up leaves: allocated too.
+      #expect(truncate(path, off_t(size)) == -1 && errno == ENOSPC, "a truncate by path is held to the quota")
+    }
+    _ = msync(mapped, size, MS_SYNC)
+    munmap(mapped, size)
+    if !passthrough {
+      close(writer)
+      close(reader)
+    }
     #expect(Quota.waitForReleases(fixture))
-    // Known, not fixed (red-team 2, finding 7): the mapping is the backing file's (the
-    // kernel's passthrough mmap), whose pages no request brings to the daemon; the blocks
-    // are measured at the close, after the fact, and the sandbox is then 56 MiB over its
-    // capacity. A fix makes this test fail here: then drop the known issue.
     let held = try Quota.du(fixture.backing)
-    // Without passthrough the mapping is the page cache's, written back through the daemon
-    // (ENOSPC at the capacity): the quota holds.
-    let passthrough = try Quota.status(fixture.mountpoint)["passthrough"] as? Bool ?? false
-    withKnownIssue("a joined writer's shared mapping fills holes past the capacity") {
-      #expect(held <= 8 << 20, "the backing directory holds \(held) bytes, at most the capacity")
-    } when: {
-      passthrough
+    #expect(held <= 8 << 20, "the backing directory holds \(held) bytes, at most the capacity")
+    if passthrough {
+      let check = try openFile(path, O_RDONLY)
+      #expect(try readAt(check, count: 1, offset: off_t(filled - 4096)) == [0x41], "the mapping's writes are there")
+      close(check)
+      #expect(Quota.waitForReleases(fixture))
     }
+    try Quota.expectBooksMatch(fixture, capacity: 8 << 20)
     try fixture.unmount()
   }
 }
