@@ -61,14 +61,15 @@ struct QuotaHardeningTests {
   }
 
   @Test(
-    "a read-write handle joining a passthrough reader cannot fill holes through a shared mapping past the quota, not even after its close"
-  )
-  func passthroughWriterMappingStaysInQuota() throws {
-    let fixture = try MountFixture.unlocked(["--capacity", "8M"])
+    "a read-write handle joining a passthrough reader cannot fill holes through a shared mapping past the quota, not even after its close",
+    arguments: [[], ["--no-passthrough"]])
+  func passthroughWriterMappingStaysInQuota(options: [String]) throws {
+    let fixture = try MountFixture.unlocked(["--capacity", "8M"] + options)
     let path = fixture.path("Documents/mapped")
     try writeFile(path, pattern(4096, seed: 1))
     #expect(Quota.waitForReleases(fixture))
     let passthrough = try Quota.status(fixture.mountpoint)["passthrough"] as? Bool ?? false
+    if !options.isEmpty { #expect(!passthrough) }
     let reader = try openFile(path, O_RDONLY)
     let writer = try openFile(path, O_RDWR)
     let size = 64 << 20
