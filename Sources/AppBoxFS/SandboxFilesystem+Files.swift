@@ -23,7 +23,8 @@ import SandboxPolicy
 // FOPEN_DIRECT_IO, which the kernel honours first: its reads and writes still come to the
 // daemon, which clears set-ID bits (under FUSE_HANDLE_KILLPRIV_V2 the kernel leaves that
 // to the daemon, even for writes it passes through itself) and charges the quota write by
-// write.
+// write. Its shared mappings alone write the backing file directly, and find no hole to
+// fill there (SandboxFilesystem+Holes.swift).
 //
 // Under the kernel's writeback cache (`--write-cache`; the kernel then allows no
 // passthrough) a writer's handle goes through the cache (``HandleKind/writeback``):
@@ -143,9 +144,9 @@ extension SandboxFilesystem {
     // A handle joining passthrough handles must be one too (the kernel refuses to mix),
     // but a writer's, or an O_DIRECT one's, with FOPEN_DIRECT_IO, which the kernel puts
     // first: its I/O comes to the daemon, its checks and its quota (a writer's shared
-    // mmaps alone go to the backing file). A plain passthrough handle would also hand the
-    // caller's O_DIRECT to the backing file, and ext4 refuses unaligned direct I/O
-    // (EINVAL).
+    // mmaps alone go to the backing file, which has no holes for them to fill). A plain
+    // passthrough handle would also hand the caller's O_DIRECT to the backing file, and
+    // ext4 refuses unaligned direct I/O (EINVAL).
     let throughDaemon = kind == .passthrough && (writer || direct)
     return OpenedFile(
       handle: kind.handle(fd), keepCache: kind == .cached || kind == .writeback,
@@ -397,12 +398,12 @@ extension SandboxFilesystem {
     let written = try writingAt(inode, fd: fd, offset: offset) { () throws(Errno) -> Int in
       let reservation: Reservation
       if data.origin == .writeback {
-      // The kernel writing back pages written earlier (under its writeback cache, or of a
-      // shared mapping): their writes were checked then, if at all, so the lock is checked
-      // here unless a lock transition is having them written back before it takes
-      // effect (``Inode/flushingForLock``). Set-ID bits were dealt with by the writes
-      // themselves (the kernel does not cache writes to such files). The kernel takes no
-      // partial write-back: all of it fits or it is ENOSPC, which fsync and close report.
+        // The kernel writing back pages written earlier (under its writeback cache, or of a
+        // shared mapping): their writes were checked then, if at all, so the lock is checked
+        // here unless a lock transition is having them written back before it takes
+        // effect (``Inode/flushingForLock``). Set-ID bits were dealt with by the writes
+        // themselves (the kernel does not cache writes to such files). The kernel takes no
+        // partial write-back: all of it fits or it is ENOSPC, which fsync and close report.
         if !inode.flushingForLock.load(ordering: .acquiring) { try check(.handleIO, inode) }
         reservation = try reserveAll(growthEstimate(inode, offset: offset, count: count), area: inode.area)
       } else {

@@ -96,7 +96,8 @@ struct PassthroughHoleTests {
     let (reader, readerPassthrough) = try Self.open(box, flags: O_RDONLY)
     #expect(!writerPassthrough && !readerPassthrough)
     try box.truncate(writer, to: 64 << 20)
-    #expect(try Self.allocated(box) < 1 << 20, "sparse: its mapping is the page cache's, written back through the daemon")
+    #expect(
+      try Self.allocated(box) < 1 << 20, "sparse: its mapping is the page cache's, written back through the daemon")
     box.release(reader)
     box.release(writer)
     #expect(box.fs.writeMapped.count == 0)
