@@ -31,8 +31,12 @@ extension SandboxFilesystem {
   /// or an allocation past its end, a hole punched). `change` is told whether it must
   /// fill them (``keepsHolesFilled(_:_:)``); when it need not, no passthrough is
   /// registered on the file until it is done, so that a registration sees the holes it
-  /// left (``mayHaveHoles(_:)``).
+  /// left (``mayHaveHoles(_:)``). Without passthrough (under the writeback cache the kernel
+  /// allows none), and with no file left that was opened that way, neither is needed.
   func changingExtent<T>(_ inode: Inode, _ change: (_ fillHoles: Bool) throws(Errno) -> T) throws(Errno) -> T {
+    if !passthrough.isAvailable, passthroughFiles.load(ordering: .acquiring) == 0, writeMapped.count == 0 {
+      return try change(false)
+    }
     let fill = inode.ioMode.withLock { mode -> Bool in
       if keepsHolesFilled(inode, mode) { return true }
       mode.holesInMaking += 1
