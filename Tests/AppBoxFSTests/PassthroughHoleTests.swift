@@ -122,6 +122,24 @@ struct PassthroughHoleTests {
     try box.expectExactBooks()
   }
 
+  @Test("while a change that may leave holes is under way, a read-only open is not passthrough; once it is done, it is")
+  func noRegistrationWhileHolesAreMade() throws {
+    let box = try Self.sandbox()
+    let node = try box.lookup("Documents/f")
+    let inode = box.fs.inodes.inode(node)
+    // A truncate by path runs its change inside this (``changingExtent``); a reader that
+    // registered before the hole is made would never see it.
+    let (fill, during) = try box.fs.changingExtent(inode) { (fill) throws(Errno) -> (Bool, OpenedFile) in
+      (fill, try box.fs.open(Sandbox.root, node: node, flags: O_RDONLY))
+    }
+    #expect(!fill, "nothing is passthrough yet: the change need not fill")
+    #expect(during.backing == nil)
+    box.release((node, during.handle))
+    let (after, passthrough) = try Self.open(box, flags: O_RDONLY)
+    #expect(passthrough)
+    box.release(after)
+  }
+
   @Test("writes and copies past the end of a joined writer's file allocate the gap, within the quota")
   func writesPastTheEndFillTheGap() throws {
     let box = try Self.sandbox()
