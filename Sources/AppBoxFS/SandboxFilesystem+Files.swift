@@ -390,12 +390,12 @@ extension SandboxFilesystem {
     let inode = inodes.inode(node)
     let fd = Int32(truncatingIfNeeded: handle.rawValue)
     let count = data.count
-    var limit: Int?
     if data.origin != .writeback {
       try check(.handleIO, inode)
       try clearSetID(for: ctx, fd: fd)
     }
     let written = try writingAt(inode, fd: fd, offset: offset) { () throws(Errno) -> Int in
+      var limit: Int?
       let reservation: Reservation
       if data.origin == .writeback {
         // The kernel writing back pages written earlier (under its writeback cache, or of a
