@@ -81,18 +81,22 @@ extension SandboxFilesystem {
   }
 
   /// Whether the file open as `fd` may have holes below its end, which a mapping of its
-  /// backing file could fill unseen: fewer bytes allocated than its size (a hole misses a
-  /// whole block, so any file with one has; a small file stored inline, as btrfs does, has
-  /// not), or a hole `SEEK_HOLE` finds (which reports allocated extents not yet written
-  /// as holes too, and finds none on a filesystem that cannot tell). A file that cannot
-  /// be examined counts as having them: it is then not opened for passthrough, and its
-  /// reads go through the daemon, which is always safe.
+  /// backing file could fill unseen: a hole `SEEK_HOLE` finds (which reports allocated
+  /// extents not yet written as holes too), or fewer bytes allocated than its size (a
+  /// hole misses a whole block; a small file stored inline, as btrfs does, misses none),
+  /// which catches a filesystem that cannot report holes (its `SEEK_HOLE` finds none).
+  /// That count is measured twice before it decides: ext4 takes a delayed allocation out
+  /// of the count it reports a moment before it adds the blocks, while it writes the file
+  /// back. A file that cannot be examined counts as having holes: it is then not opened
+  /// for passthrough, and its reads go through the daemon, which is always safe.
   func mayHaveHoles(_ fd: Int32) -> Bool {
     do throws(Errno) {
       let st = try Sys.fstat(fd)
       guard st.st_size > 0 else { return false }
-      if Int64(st.st_blocks) * 512 < Int64(st.st_size) { return true }
-      return try Sys.lseek(fd, 0, Linux.seekHole) < st.st_size
+      if try Sys.lseek(fd, 0, Linux.seekHole) < st.st_size { return true }
+      if Int64(st.st_blocks) * 512 >= Int64(st.st_size) { return false }
+      let again = try Sys.fstat(fd)
+      return Int64(again.st_blocks) * 512 < Int64(again.st_size)
     } catch {
       return true
     }
