@@ -11,6 +11,7 @@ import Synchronization
 /// handle open (then no one can reach it through the mount again). See
 /// docs/architecture.md, "Passthrough and the quota".
 final class WriteMappedFiles: Sendable {
+  /// Taken last: under an inode's `ioMode` lock, and nothing is taken under it.
   private let keys = Mutex<Set<BackingKey>>([])
 
   /// Lists `key`.
