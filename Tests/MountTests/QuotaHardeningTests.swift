@@ -116,6 +116,67 @@ struct QuotaHardeningTests {
     try Quota.expectBooksMatch(fixture, capacity: 8 << 20)
     try fixture.unmount()
   }
+
+  @Test(
+    "a writer that opens before the reader maps the page cache (ENOSPC at the capacity); one that joins it is held to the quota by path, by fallocate and beside a second writer"
+  )
+  func passthroughWriterOrdersStayInQuota() throws {
+    let fixture = try MountFixture.unlocked(["--capacity", "8M"])
+    let passthrough = try Quota.status(fixture.mountpoint)["passthrough"] as? Bool ?? false
+    let size = 64 << 20
+    // The writer first: no passthrough for either, the growth is a hole, and the mapping's
+    // pages are written back through the daemon, which refuses what does not fit.
+    let first = fixture.path("Documents/first")
+    try writeFile(first, pattern(4096, seed: 1))
+    #expect(Quota.waitForReleases(fixture))
+    let early = try openFile(first, O_RDWR)
+    let late = try openFile(first, O_RDONLY)
+    #expect(ftruncate(early, off_t(size)) == 0, "a hole: nothing allocated")
+    let mapping = mmap(nil, size, PROT_READ | PROT_WRITE, MAP_SHARED, early, 0)
+    let mapped = try #require(mapping == MAP_FAILED ? nil : mapping, "mmap: \(String(cString: strerror(errno)))")
+    let bytes = mapped.assumingMemoryBound(to: UInt8.self)
+    for offset in stride(from: 0, to: size, by: 4096) { bytes[offset] = 0x42 }
+    _ = msync(mapped, size, MS_SYNC)
+    munmap(mapped, size)
+    close(late)
+    close(early)
+    #expect(Quota.waitForReleases(fixture))
+    #expect(try Quota.du(fixture.backing) <= 8 << 20)
+    try Quota.expectBooksMatch(fixture, capacity: 8 << 20)
+    #expect(unlink(first) == 0)
+    #expect(Quota.waitForReleases(fixture))
+
+    // A reader first, then two read-write handles join it.
+    let path = fixture.path("Documents/joined")
+    try writeFile(path, pattern(4096, seed: 2))
+    #expect(Quota.waitForReleases(fixture))
+    let reader = try openFile(path, O_RDONLY)
+    let writer = try openFile(path, O_RDWR)
+    let second = try openFile(path, O_RDWR)
+    if passthrough {
+      #expect(truncate(path, off_t(size)) == -1 && errno == ENOSPC, "a truncate by path while the writers are open")
+      #expect(
+        Sys2.fallocate(writer, off_t(size), 4096) == -1 && errno == ENOSPC, "an allocation past the end")
+      #expect(ftruncate(second, off_t(size)) == -1 && errno == ENOSPC, "the second writer")
+    }
+    #expect(ftruncate(second, 2 << 20) == 0)
+    #expect(Sys2.fallocate(writer, 3 << 20, 4096) == 0)
+    let mapping2 = mmap(nil, 4 << 20, PROT_READ | PROT_WRITE, MAP_SHARED, writer, 0)
+    let mapped2 = try #require(mapping2 == MAP_FAILED ? nil : mapping2, "mmap: \(String(cString: strerror(errno)))")
+    // With passthrough the mapping is the backing file's, and outlives the handles.
+    close(second)
+    close(writer)
+    close(reader)
+    if passthrough { #expect(Quota.waitForReleases(fixture)) }
+    let bytes2 = mapped2.assumingMemoryBound(to: UInt8.self)
+    for offset in stride(from: 0, to: (3 << 20) + 4096, by: 4096) { bytes2[offset] = 0x43 }
+    _ = msync(mapped2, 4 << 20, MS_SYNC)
+    munmap(mapped2, 4 << 20)
+    #expect(Quota.waitForReleases(fixture))
+    #expect(try Quota.du(fixture.backing) <= 8 << 20)
+    try Quota.expectBooksMatch(fixture, capacity: 8 << 20)
+    try fixture.unmount()
+  }
 }
 
 /// Programs re-opening their own cache files while others fill the quota (threads of
