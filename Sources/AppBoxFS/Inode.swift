@@ -216,4 +216,8 @@ struct IOMode: Sendable {
   var passthroughHandles = 0
   /// The registered backing file while passthrough handles are open.
   var backing: BackingID?
+  /// Changes under way that may leave holes below the file's end
+  /// (``SandboxFilesystem/changingExtent(_:_:)``): no passthrough is registered on the
+  /// file meanwhile, so that a registration sees the holes they leave.
+  var holesInMaking = 0
 }

@@ -131,6 +131,11 @@ extension SandboxFilesystem {
       return
     }
     guard type == S_IFDIR || st.st_nlink <= 1 else { return }
+    // Its last name is gone: with no handle open, nothing on the mount reaches it again
+    // (else its last release takes it off the list).
+    if type == S_IFREG, (cached?.openHandles.load(ordering: .acquiring) ?? 0) == 0 {
+      writeMapped.remove(BackingKey(st))
+    }
     let ino = UInt64(st.st_ino)
     // A held inode was charged to its own domain (read under its lock, as a move reads it).
     // A file still open keeps its charge until its last handle is released (its blocks stay

@@ -23,7 +23,8 @@ import SandboxPolicy
 // FOPEN_DIRECT_IO, which the kernel honours first: its reads and writes still come to the
 // daemon, which clears set-ID bits (under FUSE_HANDLE_KILLPRIV_V2 the kernel leaves that
 // to the daemon, even for writes it passes through itself) and charges the quota write by
-// write.
+// write. Its shared mappings alone write the backing file directly, and find no hole to
+// fill there (SandboxFilesystem+Holes.swift).
 //
 // Under the kernel's writeback cache (`--write-cache`; the kernel then allows no
 // passthrough) a writer's handle goes through the cache (``HandleKind/writeback``):
@@ -121,9 +122,15 @@ extension SandboxFilesystem {
       }
       if let backing = mode.backing {
         mode.passthroughHandles += 1
+        // A read-write handle may map the backing file (``WriteMappedFiles``).
+        if flags & O_ACCMODE == O_RDWR { writeMapped.add(inode.key) }
         return (.passthrough, backing)
       }
-      if mayPassthrough, mode.cachedHandles == 0, let backing = registerBacking(inode, fd: fd) {
+      // Only a file without holes: a writer that joins may fill them through a mapping
+      // the daemon never sees (``changingExtent(_:_:)``).
+      if mayPassthrough, mode.cachedHandles == 0, mode.holesInMaking == 0, !mayHaveHoles(fd),
+        let backing = registerBacking(inode, fd: fd)
+      {
         mode.backing = backing
         mode.passthroughHandles = 1
         passthroughFiles.add(1, ordering: .relaxed)
@@ -137,9 +144,9 @@ extension SandboxFilesystem {
     // A handle joining passthrough handles must be one too (the kernel refuses to mix),
     // but a writer's, or an O_DIRECT one's, with FOPEN_DIRECT_IO, which the kernel puts
     // first: its I/O comes to the daemon, its checks and its quota (a writer's shared
-    // mmaps alone go to the backing file). A plain passthrough handle would also hand the
-    // caller's O_DIRECT to the backing file, and ext4 refuses unaligned direct I/O
-    // (EINVAL).
+    // mmaps alone go to the backing file, which has no holes for them to fill). A plain
+    // passthrough handle would also hand the caller's O_DIRECT to the backing file, and
+    // ext4 refuses unaligned direct I/O (EINVAL).
     let throughDaemon = kind == .passthrough && (writer || direct)
     return OpenedFile(
       handle: kind.handle(fd), keepCache: kind == .cached || kind == .writeback,
@@ -383,29 +390,34 @@ extension SandboxFilesystem {
     let inode = inodes.inode(node)
     let fd = Int32(truncatingIfNeeded: handle.rawValue)
     let count = data.count
-    var limit: Int?
-    let reservation: Reservation
-    if data.origin == .writeback {
-      // The kernel writing back pages written earlier (under its writeback cache, or of a
-      // shared mapping): their writes were checked then, if at all, so the lock is checked
-      // here unless a lock transition is having them written back before it takes
-      // effect (``Inode/flushingForLock``). Set-ID bits were dealt with by the writes
-      // themselves (the kernel does not cache writes to such files). The kernel takes no
-      // partial write-back: all of it fits or it is ENOSPC, which fsync and close report.
-      if !inode.flushingForLock.load(ordering: .acquiring) { try check(.handleIO, inode) }
-      reservation = try reserveAll(growthEstimate(inode, offset: offset, count: count), area: inode.area)
-    } else {
+    if data.origin != .writeback {
       try check(.handleIO, inode)
       try clearSetID(for: ctx, fd: fd)
-      reservation = try reserveForWrite(inode, offset: offset, count: count, limit: &limit)
     }
-    let written: Int
-    do throws(Errno) { written = try data.write(to: fd, at: offset, limit: limit) } catch {
-      settle(reservation, inode, fd: fd)  // a failed write may still have allocated
-      throw error
+    let written = try writingAt(inode, fd: fd, offset: offset) { () throws(Errno) -> Int in
+      var limit: Int?
+      let reservation: Reservation
+      if data.origin == .writeback {
+        // The kernel writing back pages written earlier (under its writeback cache, or of a
+        // shared mapping): their writes were checked then, if at all, so the lock is checked
+        // here unless a lock transition is having them written back before it takes
+        // effect (``Inode/flushingForLock``). Set-ID bits were dealt with by the writes
+        // themselves (the kernel does not cache writes to such files). The kernel takes no
+        // partial write-back: all of it fits or it is ENOSPC, which fsync and close report.
+        if !inode.flushingForLock.load(ordering: .acquiring) { try check(.handleIO, inode) }
+        reservation = try reserveAll(growthEstimate(inode, offset: offset, count: count), area: inode.area)
+      } else {
+        reservation = try reserveForWrite(inode, offset: offset, count: count, limit: &limit)
+      }
+      let written: Int
+      do throws(Errno) { written = try data.write(to: fd, at: offset, limit: limit) } catch {
+        settle(reservation, inode, fd: fd)  // a failed write may still have allocated
+        throw error
+      }
+      inode.written.store(true, ordering: .relaxed)
+      settle(reservation, inode, fd: fd)
+      return written
     }
-    inode.written.store(true, ordering: .relaxed)
-    settle(reservation, inode, fd: fd)
     touch(inode)
     let kind = HandleKind(handle: handle)
     let direct = data.origin == .direct || (data.origin == .buffered && kind == .direct)
@@ -509,7 +521,9 @@ extension SandboxFilesystem {
 
   /// `fallocate`, including `FALLOC_FL_PUNCH_HOLE` and `FALLOC_FL_KEEP_SIZE`; allocating
   /// is within the quota (all or nothing: ENOSPC). Every mode clears set-ID bits, as
-  /// local filesystems do.
+  /// local filesystems do. A file that must have no holes below its end
+  /// (``keepsHolesFilled(_:_:)``) gets none: see
+  /// ``holeFreeAllocation(_:fd:mode:offset:fill:)``.
   public func fallocate(_ ctx: Caller, node: NodeID, handle: FileHandle, mode: Int32, offset: off_t, length: off_t)
     throws(Errno)
   {
@@ -518,6 +532,22 @@ extension SandboxFilesystem {
     let fd = Int32(truncatingIfNeeded: handle.rawValue)
     try clearSetID(for: ctx, fd: fd)
     inode.mayReshapeAtWriteBack.store(true, ordering: .relaxed)  // unwritten extents, or holes
+    if mayLeaveHoles(inode, mode: mode, offset: offset) {
+      try changingExtent(inode) { (fill) throws(Errno) in
+        let mode = try holeFreeAllocation(inode, fd: fd, mode: mode, offset: offset, fill: fill)
+        try allocate(inode, fd: fd, mode: mode, offset: offset, length: length)
+      }
+    } else {
+      try allocate(inode, fd: fd, mode: mode, offset: offset, length: length)
+    }
+    // Data written before, not yet written back, now lies beside unwritten extents or
+    // holes: the release writes it back and measures (``writeBack(_:fd:)``).
+    inode.written.store(true, ordering: .relaxed)
+  }
+
+  /// `fallocate(2)` in `mode`, within the quota: all or nothing (a punched hole reserves
+  /// nothing).
+  private func allocate(_ inode: Inode, fd: Int32, mode: Int32, offset: off_t, length: off_t) throws(Errno) {
     let allocates = mode & Linux.fallocPunchHole == 0
     let reservation = try reserveAll(
       allocates ? AllocationBlocks.withMetadata(Int64(length)) : 0, area: inode.area)
@@ -526,9 +556,6 @@ extension SandboxFilesystem {
       throw error
     }
     settle(reservation, inode, fd: fd)
-    // Data written before, not yet written back, now lies beside unwritten extents or
-    // holes: the release writes it back and measures (``writeBack(_:fd:)``).
-    inode.written.store(true, ordering: .relaxed)
   }
 
   /// `lseek` for `SEEK_DATA` and `SEEK_HOLE` (the kernel answers the others itself).
@@ -550,19 +577,22 @@ extension SandboxFilesystem {
     try check(.handleIO, target)
     let outFD = Int32(truncatingIfNeeded: outHandle.rawValue)
     try clearSetID(for: ctx, fd: outFD)
-    var limit: Int?
-    let reservation = try reserveForWrite(target, offset: outOffset, count: count, limit: &limit)
-    let copied: Int
-    do throws(Errno) {
-      copied = try Sys.copyFileRange(
-        Int32(truncatingIfNeeded: inHandle.rawValue), inOffset, outFD, outOffset, limit ?? count,
-        UInt32(bitPattern: flags))
-    } catch {
-      settle(reservation, target, fd: outFD)  // a failed copy may still have allocated
-      throw error
+    let copied = try writingAt(target, fd: outFD, offset: outOffset) { () throws(Errno) -> Int in
+      var limit: Int?
+      let reservation = try reserveForWrite(target, offset: outOffset, count: count, limit: &limit)
+      let copied: Int
+      do throws(Errno) {
+        copied = try Sys.copyFileRange(
+          Int32(truncatingIfNeeded: inHandle.rawValue), inOffset, outFD, outOffset, limit ?? count,
+          UInt32(bitPattern: flags))
+      } catch {
+        settle(reservation, target, fd: outFD)  // a failed copy may still have allocated
+        throw error
+      }
+      target.written.store(true, ordering: .relaxed)
+      settle(reservation, target, fd: outFD)
+      return copied
     }
-    target.written.store(true, ordering: .relaxed)
-    settle(reservation, target, fd: outFD)
     touch(source)
     touch(target)
     return copied

@@ -98,10 +98,7 @@ extension SandboxFilesystem {
     if fields.contains(.size), inode.isRegularFile { try check(openFD == nil ? .openExisting : .handleIO, inode) }
     // Before the truncate, as the kernel does (see clearSetID).
     if fields.contains(.killSetID), !inode.isDirectory { try clearSetID(for: ctx, fd: inode.fd) }
-    if fields.contains(.size) {
-      try truncate(inode, openFD: openFD, to: attributes.st_size)
-      account(inode, fd: inode.fd)
-    }
+    if fields.contains(.size) { try resize(inode, openFD: openFD, to: attributes.st_size) }
     if !fields.isDisjoint(with: [.atime, .mtime, .atimeNow, .mtimeNow]) {
       let omit = timespec(tv_sec: 0, tv_nsec: Linux.utimeOmit)
       let now = timespec(tv_sec: 0, tv_nsec: Linux.utimeNow)
@@ -114,17 +111,6 @@ extension SandboxFilesystem {
       }
     }
     return try Sys.fstat(inode.fd)
-  }
-
-  /// Truncates through the open handle, or through a short-lived writable descriptor.
-  func truncate(_ inode: Inode, openFD: Int32?, to size: off_t) throws(Errno) {
-    if let openFD {
-      try Sys.ftruncate(openFD, size)
-      return
-    }
-    let fd = try Sys.reopen(inode.fd, flags: O_WRONLY | O_CLOEXEC)
-    defer { Sys.close(fd) }
-    try Sys.ftruncate(fd, size)
   }
 
   /// `readlink`.

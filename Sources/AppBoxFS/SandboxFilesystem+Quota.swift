@@ -152,6 +152,7 @@ extension SandboxFilesystem {
       if reserved != 0 { storage.charge(-reserved, area: reservedArea) }
       return nil
     case .released(let kept, let area):
+      writeMapped.remove(inode.key)  // unlinked, and no handle left: unreachable
       if reserved != 0 { storage.charge(-reserved, area: reservedArea) }
       if kept != 0 { storage.charge(-kept, area: area) }
       return nil

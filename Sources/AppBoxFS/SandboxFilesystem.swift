@@ -58,6 +58,8 @@ public final class SandboxFilesystem: Filesystem {
   let passthrough: any PassthroughFiles
   /// Files open in passthrough mode now.
   let passthroughFiles = Atomic<Int>(0)
+  /// Files a program may write through a mapping of the backing file (``WriteMappedFiles``).
+  let writeMapped = WriteMappedFiles()
   /// Writable handles through the kernel's writeback cache open now.
   let writebackWriters = Atomic<Int>(0)
   /// Refuses passthrough reads of files whose class has closed.

@@ -18,6 +18,10 @@ public enum Linux {
   public static let fallocKeepSize = cposix_falloc_keep_size()
   /// `FALLOC_FL_PUNCH_HOLE`.
   public static let fallocPunchHole = cposix_falloc_punch_hole()
+  /// `FALLOC_FL_ZERO_RANGE`.
+  public static let fallocZeroRange = cposix_falloc_zero_range()
+  /// `FALLOC_FL_INSERT_RANGE`.
+  public static let fallocInsertRange = cposix_falloc_insert_range()
   /// `SEEK_DATA`.
   public static let seekData = cposix_seek_data()
   /// `SEEK_HOLE`.

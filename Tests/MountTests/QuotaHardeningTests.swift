@@ -61,43 +61,120 @@ struct QuotaHardeningTests {
   }
 
   @Test(
-    "a writer joining passthrough readers fills a file truncated up through a shared mapping past the quota (known issue)"
-  )
-  func passthroughWriterMappingStaysInQuota() throws {
-    let fixture = try MountFixture.unlocked(["--capacity", "8M"])
+    "a read-write handle joining a passthrough reader cannot fill holes through a shared mapping past the quota, not even after its close",
+    arguments: [[], ["--no-passthrough"]])
+  func passthroughWriterMappingStaysInQuota(options: [String]) throws {
+    let fixture = try MountFixture.unlocked(["--capacity", "8M"] + options)
     let path = fixture.path("Documents/mapped")
     try writeFile(path, pattern(4096, seed: 1))
     #expect(Quota.waitForReleases(fixture))
+    let passthrough = try Quota.status(fixture.mountpoint)["passthrough"] as? Bool ?? false
+    if !options.isEmpty { #expect(!passthrough) }
     let reader = try openFile(path, O_RDONLY)
     let writer = try openFile(path, O_RDWR)
     let size = 64 << 20
-    #expect(ftruncate(writer, off_t(size)) == 0, "a sparse file allocates nothing")
-    let mapped = mmap(nil, size, PROT_READ | PROT_WRITE, MAP_SHARED, writer, 0)
-    if mapped != MAP_FAILED, let mapped {
-      // Were it mapped, every page touched would allocate a block of the backing file.
-      let bytes = mapped.assumingMemoryBound(to: UInt8.self)
-      for offset in stride(from: 0, to: size, by: 4096) { bytes[offset] = 0x41 }
-      _ = msync(mapped, size, MS_SYNC)
-      munmap(mapped, size)
-    } else {
-      #expect(errno == EACCES, "the mapping is refused: \(String(cString: strerror(errno)))")
+    // With passthrough the writer joins the reader, and a shared mapping of it is the
+    // backing file's, whose writes no request brings to the daemon: so the file keeps no
+    // holes, and a growth is allocated (64 MiB does not fit). Without passthrough the
+    // growth is a hole, and the mapping is the page cache's, written back through the
+    // daemon (ENOSPC at the capacity).
+    let grown = ftruncate(writer, off_t(size)) == 0
+    let failure = errno
+    if passthrough { #expect(!grown && failure == ENOSPC, "errno \(failure)") }
+    let filled = grown ? size : 4 << 20
+    if !grown { #expect(ftruncate(writer, off_t(filled)) == 0, "4 MiB fits, and is allocated") }
+    // Mapped whole (past the end too, where the file might grow later).
+    let mapping = mmap(nil, size, PROT_READ | PROT_WRITE, MAP_SHARED, writer, 0)
+    let mapped = try #require(mapping == MAP_FAILED ? nil : mapping, "mmap: \(String(cString: strerror(errno)))")
+    if passthrough {
+      // The mapping is the backing file's and outlives both handles: their releases come now.
+      close(writer)
+      close(reader)
+      #expect(Quota.waitForReleases(fixture))
     }
+    let bytes = mapped.assumingMemoryBound(to: UInt8.self)
+    for offset in stride(from: 0, to: filled, by: 4096) { bytes[offset] = 0x41 }
+    if passthrough {
+      // Nothing is open, but the mapping would fill what a truncate up leaves: allocated too.
+      #expect(truncate(path, off_t(size)) == -1 && errno == ENOSPC, "a truncate by path is held to the quota")
+    }
+    _ = msync(mapped, size, MS_SYNC)
+    munmap(mapped, size)
+    if !passthrough {
+      close(writer)
+      close(reader)
+    }
+    #expect(Quota.waitForReleases(fixture))
+    let held = try Quota.du(fixture.backing)
+    #expect(held <= 8 << 20, "the backing directory holds \(held) bytes, at most the capacity")
+    if passthrough {
+      let check = try openFile(path, O_RDONLY)
+      #expect(try readAt(check, count: 1, offset: off_t(filled - 4096)) == [0x41], "the mapping's writes are there")
+      close(check)
+      #expect(Quota.waitForReleases(fixture))
+    }
+    try Quota.expectBooksMatch(fixture, capacity: 8 << 20)
+    try fixture.unmount()
+  }
+
+  @Test(
+    "a writer that opens before the reader maps the page cache (ENOSPC at the capacity); one that joins it is held to the quota by path, by fallocate and beside a second writer"
+  )
+  func passthroughWriterOrdersStayInQuota() throws {
+    let fixture = try MountFixture.unlocked(["--capacity", "8M"])
+    let passthrough = try Quota.status(fixture.mountpoint)["passthrough"] as? Bool ?? false
+    let size = 64 << 20
+    // The writer first: no passthrough for either, the growth is a hole, and the mapping's
+    // pages are written back through the daemon, which refuses what does not fit.
+    let first = fixture.path("Documents/first")
+    try writeFile(first, pattern(4096, seed: 1))
+    #expect(Quota.waitForReleases(fixture))
+    let early = try openFile(first, O_RDWR)
+    let late = try openFile(first, O_RDONLY)
+    #expect(ftruncate(early, off_t(size)) == 0, "a hole: nothing allocated")
+    let mapping = mmap(nil, size, PROT_READ | PROT_WRITE, MAP_SHARED, early, 0)
+    let mapped = try #require(mapping == MAP_FAILED ? nil : mapping, "mmap: \(String(cString: strerror(errno)))")
+    let bytes = mapped.assumingMemoryBound(to: UInt8.self)
+    for offset in stride(from: 0, to: size, by: 4096) { bytes[offset] = 0x42 }
+    _ = msync(mapped, size, MS_SYNC)
+    munmap(mapped, size)
+    close(late)
+    close(early)
+    #expect(Quota.waitForReleases(fixture))
+    #expect(try Quota.du(fixture.backing) <= 8 << 20)
+    try Quota.expectBooksMatch(fixture, capacity: 8 << 20)
+    #expect(unlink(first) == 0)
+    #expect(Quota.waitForReleases(fixture))
+
+    // A reader first, then two read-write handles join it.
+    let path = fixture.path("Documents/joined")
+    try writeFile(path, pattern(4096, seed: 2))
+    #expect(Quota.waitForReleases(fixture))
+    let reader = try openFile(path, O_RDONLY)
+    let writer = try openFile(path, O_RDWR)
+    let second = try openFile(path, O_RDWR)
+    if passthrough {
+      #expect(truncate(path, off_t(size)) == -1 && errno == ENOSPC, "a truncate by path while the writers are open")
+      #expect(
+        Sys2.fallocate(writer, off_t(size), 4096) == -1 && errno == ENOSPC, "an allocation past the end")
+      #expect(ftruncate(second, off_t(size)) == -1 && errno == ENOSPC, "the second writer")
+    }
+    #expect(ftruncate(second, 2 << 20) == 0)
+    #expect(Sys2.fallocate(writer, 3 << 20, 4096) == 0)
+    let mapping2 = mmap(nil, 4 << 20, PROT_READ | PROT_WRITE, MAP_SHARED, writer, 0)
+    let mapped2 = try #require(mapping2 == MAP_FAILED ? nil : mapping2, "mmap: \(String(cString: strerror(errno)))")
+    // With passthrough the mapping is the backing file's, and outlives the handles.
+    close(second)
     close(writer)
     close(reader)
+    if passthrough { #expect(Quota.waitForReleases(fixture)) }
+    let bytes2 = mapped2.assumingMemoryBound(to: UInt8.self)
+    for offset in stride(from: 0, to: (3 << 20) + 4096, by: 4096) { bytes2[offset] = 0x43 }
+    _ = msync(mapped2, 4 << 20, MS_SYNC)
+    munmap(mapped2, 4 << 20)
     #expect(Quota.waitForReleases(fixture))
-    // Known, not fixed (red-team 2, finding 7): the mapping is the backing file's (the
-    // kernel's passthrough mmap), whose pages no request brings to the daemon; the blocks
-    // are measured at the close, after the fact, and the sandbox is then 56 MiB over its
-    // capacity. A fix makes this test fail here: then drop the known issue.
-    let held = try Quota.du(fixture.backing)
-    // Without passthrough the mapping is the page cache's, written back through the daemon
-    // (ENOSPC at the capacity): the quota holds.
-    let passthrough = try Quota.status(fixture.mountpoint)["passthrough"] as? Bool ?? false
-    withKnownIssue("a joined writer's shared mapping fills holes past the capacity") {
-      #expect(held <= 8 << 20, "the backing directory holds \(held) bytes, at most the capacity")
-    } when: {
-      passthrough
-    }
+    #expect(try Quota.du(fixture.backing) <= 8 << 20)
+    try Quota.expectBooksMatch(fixture, capacity: 8 << 20)
     try fixture.unmount()
   }
 }

@@ -46,6 +46,8 @@ static inline unsigned cposix_rename_noreplace(void) { return RENAME_NOREPLACE; 
 static inline unsigned cposix_rename_exchange(void) { return RENAME_EXCHANGE; }
 static inline int cposix_falloc_keep_size(void) { return FALLOC_FL_KEEP_SIZE; }
 static inline int cposix_falloc_punch_hole(void) { return FALLOC_FL_PUNCH_HOLE; }
+static inline int cposix_falloc_zero_range(void) { return FALLOC_FL_ZERO_RANGE; }
+static inline int cposix_falloc_insert_range(void) { return FALLOC_FL_INSERT_RANGE; }
 static inline long cposix_utime_now(void) { return UTIME_NOW; }
 static inline long cposix_utime_omit(void) { return UTIME_OMIT; }
 

@@ -100,6 +100,11 @@ struct PolicyModel {
   var inherited: [UInt64: TestClass] = [:]
   /// The open slots, as the daemon serves them.
   var slots = [ModelSlot?](repeating: nil, count: OperationGenerator.slotCount)
+  /// Local inodes a read-write handle opened while passthrough handles were open: the
+  /// daemon keeps them without holes from then on (docs/architecture.md, "Passthrough and
+  /// the quota"). Never dropped here (the daemon drops one with its last name, when
+  /// nothing is open): a stale entry only lets the model accept more ENOSPC.
+  var writeMapped: Set<UInt64> = []
   /// Bytes written through passthrough handles (charged at release, so `used` may pass
   /// the capacity by up to this much).
   var passthroughBytes = 0
@@ -194,6 +199,57 @@ struct PolicyModel {
       if slot.kind == .passthrough { counts.passthrough += 1 }
     }
     return counts
+  }
+
+  /// Whether the daemon keeps the file of local inode `ino` without holes: passthrough
+  /// handles are open on it, or a read-write handle joined them.
+  func keepsHolesFilled(_ ino: UInt64) -> Bool {
+    handles(of: ino).passthrough > 0 || writeMapped.contains(ino)
+  }
+
+  /// Bytes the daemon allocates for `operation` beyond what it asks for, in a file it
+  /// keeps without holes: the gap a write, or an allocation that extends the file, leaves
+  /// before its offset; a truncate's growth; a punched range (zeroed instead). Nil when
+  /// none (judged before the operation, on the mirror, which has the mount's sizes).
+  func holeFill(_ operation: Operation, localFDs: [Int32]) -> Int? {
+    func size(ofSlot slot: Int) -> (ino: UInt64, size: Int)? {
+      guard let open = slots[slot], open.isRegular, keepsHolesFilled(open.ino) else { return nil }
+      var info = stat()
+      guard fstat(localFDs[slot], &info) == 0 else { return nil }
+      return (open.ino, Int(info.st_size))
+    }
+    let extra: Int
+    switch operation {
+    case .pwrite(let slot, let offset, let data):
+      guard !data.isEmpty, let file = size(ofSlot: slot) else { return nil }
+      extra = offset - file.size
+    case .ftruncate(let slot, let length):
+      guard let file = size(ofSlot: slot) else { return nil }
+      extra = length - file.size
+    case .fallocate(let slot, let mode, let offset, let length):
+      guard let file = size(ofSlot: slot) else { return nil }
+      if mode & cposix_falloc_punch_hole() != 0 { return length }
+      extra = mode & cposix_falloc_keep_size() == 0 ? offset - file.size : 0
+    case .truncate(let path, let length):
+      guard let target = locate(path, followLast: true), let info = Self.lstatOf(target),
+        info.st_mode & S_IFMT == S_IFREG, keepsHolesFilled(UInt64(info.st_ino))
+      else { return nil }
+      extra = length - Int(info.st_size)
+    default:
+      return nil
+    }
+    return extra > 0 ? extra : nil
+  }
+
+  /// Whether the file open on the mount as `mountFD` has holes below its end (no
+  /// passthrough then), as `SEEK_HOLE` on the mount finds them (the daemon answers it from
+  /// the backing file), below the size of the mirror's file `localFD` (the mount's size;
+  /// the kernel's cached attributes may lag behind the daemon's `st_blocks`).
+  static func hasHoles(mountFD: Int32, localFD: Int32) -> Bool {
+    var info = stat()
+    guard mountFD >= 0, fstat(localFD, &info) == 0 else { return true }
+    guard info.st_size > 0 else { return false }
+    return lseek(mountFD, 0, cposix_seek_hole()) < info.st_size
   }
 
   /// Local inode numbers held open in slots.
@@ -414,8 +470,9 @@ struct PolicyModel {
 
   /// Records a slot opened (or closed: `fd` < 0) on the local side, with the kind of
   /// handle the daemon gives it (README: passthrough joins a passthrough file, else a
-  /// read-only open of a class that stays allowed, else O_DIRECT, else cached).
-  mutating func slotChanged(_ slot: Int, localFD fd: Int32, flags: Int32) {
+  /// read-only open of a class that stays allowed of a file without holes (as the mount's
+  /// `mountFD` shows them), else O_DIRECT, else cached).
+  mutating func slotChanged(_ slot: Int, localFD fd: Int32, mountFD: Int32 = -1, flags: Int32) {
     slots[slot] = nil
     guard fd >= 0 else { return }
     var info = stat()
@@ -428,8 +485,10 @@ struct PolicyModel {
       let mayPassthrough =
         passthroughAvailable && flags & cposix_o_direct() == 0 && flags & O_ACCMODE == O_RDONLY
         && PolicyTable.staysAllowed(protectionClass(ofLocalFD: fd), locked: locked)
+        && !Self.hasHoles(mountFD: mountFD, localFD: fd)
       if counts.passthrough > 0 || mayPassthrough && counts.cached == 0 {
         kind = .passthrough
+        if flags & O_ACCMODE == O_RDWR { writeMapped.insert(ino) }
       } else {
         kind = flags & cposix_o_direct() != 0 ? .direct : .cached
       }

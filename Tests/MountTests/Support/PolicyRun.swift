@@ -276,7 +276,9 @@ struct PolicyRun {
     } else {
       direct = false
     }
-    let reserving = Self.reserves(operation)
+    // A file the daemon keeps without holes allocates what would be one, within the quota.
+    let fill = model.holeFill(operation, localFDs: local.slots)
+    let reserving = Self.reserves(operation) || fill != nil
     switch operation {
     case .open, .setxattr, .removexattr: settleHandles()
     default: if reserving { settleHandles() }
@@ -310,7 +312,7 @@ struct PolicyRun {
         || actual.error == 0 && actual.result < Self.need(operation)
           && Self.isWrite(operation)
     {
-      expected = noSpace(operation, actual)
+      expected = noSpace(operation, actual, filling: fill ?? 0)
       count("ENOSPC or short", ok: true)
     } else {
       expected = local.apply(expect.local ?? withoutDirect(operation))
@@ -329,7 +331,8 @@ struct PolicyRun {
     if failure != nil { return }
     model.created(at: site)
     switch operation {
-    case .open(_, let flags, _, let slot): model.slotChanged(slot, localFD: local.slots[slot], flags: flags)
+    case .open(_, let flags, _, let slot):
+      model.slotChanged(slot, localFD: local.slots[slot], mountFD: mounted.slots[slot], flags: flags)
     case .close(let slot): model.slotChanged(slot, localFD: -1, flags: 0)
     case .pwrite(let slot, _, _):
       // Through passthrough, unless O_DIRECT (FOPEN_DIRECT_IO: through the daemon).
@@ -379,13 +382,14 @@ struct PolicyRun {
 
   /// An operation the mount could not (or only partly) do for want of space: checks that
   /// it had to, and does on the mirror what the mount did.
-  mutating func noSpace(_ operation: Operation, _ actual: DiffOutcome) -> DiffOutcome {
+  /// `filling`: what the daemon allocates beyond the operation's own bytes (a hole it fills).
+  mutating func noSpace(_ operation: Operation, _ actual: DiffOutcome, filling: Int = 0) -> DiffOutcome {
     let busy = busyTarget(operation)
     _ = purgesSince(reason: "pressure", arguments: [], busy: busy)
     let free = (try? Quota.statfs(fixture.mountpoint)).map { Int($0.f_bavail) * 4096 } ?? 0
     let left = purgeableFiles(domain: nil).filter { $0.ino != busy }
     let purgeable = left.reduce(0) { $0 + $1.bytes }
-    if free + purgeable >= Self.need(operation) + 2 * 4096 {
+    if free + purgeable >= Self.need(operation) + filling + 2 * 4096 {
       failure = fail(
         "\(operation): \(actual), though \(free) bytes are free and \(purgeable) purgeable (\(left.map(\.path)))")
     }
