@@ -124,6 +124,16 @@ extension SandboxFilesystem {
     try reserveAll(AllocationBlocks.size, area: directory.area)
   }
 
+  /// Settles `directory`'s charge after a name left it (unlink, rmdir, a rename away): a
+  /// measurement, unless the backing filesystem keeps a directory's allocation when a name
+  /// leaves it (``removalsKeepDirectorySize``; a directory on the backing root's own
+  /// filesystem): then the charge already is what the directory holds, as its last
+  /// measurement, after whatever made it grow, found it.
+  func accountRemoval(from directory: Inode) {
+    if removalsKeepDirectorySize, directory.key.device == inodes.root.key.device { return }
+    account(directory, fd: directory.fd)
+  }
+
   /// `unlink`.
   public func unlink(_ ctx: Caller, parent: NodeID, name: FileName) throws(Errno) {
     let directory = inodes.inode(parent)
@@ -133,7 +143,7 @@ extension SandboxFilesystem {
     let held = inodes.existing(backingInode: UInt64(st.st_ino))  // before its number is free again
     try Sys.unlinkat(directory.fd, name.cString, 0)
     untrack(st, name: name, in: directory, held: held)
-    account(directory, fd: directory.fd)
+    accountRemoval(from: directory)
   }
 
   /// `rmdir`.
@@ -145,7 +155,7 @@ extension SandboxFilesystem {
     let held = inodes.existing(backingInode: UInt64(st.st_ino))  // before its number is free again
     try Sys.unlinkat(directory.fd, name.cString, AT_REMOVEDIR)
     untrack(st, name: name, in: directory, held: held)
-    account(directory, fd: directory.fd)
+    accountRemoval(from: directory)
   }
 
   /// `rename`, with `RENAME_NOREPLACE` and `RENAME_EXCHANGE`.
@@ -204,7 +214,7 @@ extension SandboxFilesystem {
       if let target { untrack(target, name: newName, in: to, held: heldTarget) }
       moved(source, from: name.bytes, in: from, to: newName.bytes, in: to)
     }
-    if to !== from { account(from, fd: from.fd) }
+    if to !== from { accountRemoval(from: from) }
     settle(room, to, fd: to.fd)
     // A file written elsewhere and renamed into place (an atomic write) re-creates the name.
     if to.domain.isPurgeable, source.st_mode & S_IFMT == S_IFREG, notePurgeCost(.recreated, newName, in: to) {

@@ -90,6 +90,11 @@ public final class SandboxFilesystem: Filesystem {
   let purgeUnlinks = Atomic<UInt64>(0)
   /// Whether a request to drop inodes is under way.
   let releasing = Atomic<Bool>(false)
+  /// Whether the backing filesystem keeps a directory's allocation when a name leaves it
+  /// (ext2/3/4 never shrink a directory; tmpfs allocates none): then a removal's directory
+  /// is not measured, its charge staying what its last measurement found
+  /// (``accountRemoval(from:)``).
+  let removalsKeepDirectorySize: Bool
   /// Background work that must not run on a request thread: kernel notifications, timed
   /// lock transitions, background purges.
   let maintenance = DispatchQueue(label: "appbox.maintenance")
@@ -137,6 +142,12 @@ public final class SandboxFilesystem: Filesystem {
     } catch {
       Sys.close(rootFD)
       throw .system(error.errno ?? .invalidArgument)
+    }
+    do throws(Errno) {
+      let type = try Sys.filesystemType(rootFD)
+      removalsKeepDirectorySize = type == Linux.ext4SuperMagic || type == Linux.tmpfsMagic
+    } catch {
+      removalsKeepDirectorySize = false  // not known: every removal's directory is measured
     }
     let device = apps.map { DeviceContainers(apps: $0) }
     self.device = device

@@ -30,4 +30,8 @@ public enum Linux {
   public static let utimeNow = cposix_utime_now()
   /// `UTIME_OMIT`.
   public static let utimeOmit = cposix_utime_omit()
+  /// `EXT4_SUPER_MAGIC`: `f_type` of ext4 (and of ext2 and ext3, which share it).
+  public static let ext4SuperMagic = 0xEF53
+  /// `TMPFS_MAGIC`: `f_type` of tmpfs.
+  public static let tmpfsMagic = 0x0102_1994
 }

@@ -15,6 +15,8 @@ public enum Syscall: String, Hashable, Sendable, CaseIterable {
   case fstat
   /// `fstatat` of a name (``Sys/fstatat(_:_:_:)``).
   case fstatat
+  /// `fstatfs` (``Sys/filesystemType(_:)``).
+  case fstatfs
   /// `unlinkat` (``Sys/unlinkat(_:_:_:)``).
   case unlinkat
   /// `renameat2` (``Sys/renameat2(_:_:_:_:_:)``).

@@ -83,6 +83,15 @@ public enum Sys {
     return st
   }
 
+  /// The type of the filesystem `fd` is on (`fstatfs(2)`'s `f_type`, e.g.
+  /// ``Linux/ext4SuperMagic``); any descriptor, `O_PATH` ones included.
+  public static func filesystemType(_ fd: Int32) throws(Errno) -> Int {
+    try SyscallFaults.check(.fstatfs)
+    var type = 0
+    try check(cposix_fstatfs_type(fd, &type))
+    return type
+  }
+
   /// `fstat` of any descriptor, `O_PATH` ones included (`fstatat` with `AT_EMPTY_PATH`).
   @inlinable
   public static func fstat(_ fd: Int32) throws(Errno) -> stat {

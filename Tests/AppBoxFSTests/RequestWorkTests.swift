@@ -12,7 +12,8 @@ import Testing
 /// work in each"): a forget reads a file's status once, and not at all for a file whose
 /// last name went through the mount; a mode or a time change goes through the node's
 /// `O_PATH` descriptor with an empty path where the kernel takes it, else through
-/// `/proc/self/fd`, with the same result either way.
+/// `/proc/self/fd`, with the same result either way; a removal does not measure its
+/// directory where the backing filesystem never shrinks one (ext4, tmpfs).
 @Suite("Work per request")
 struct RequestWorkTests {
   @Test("a forget reads the file's status once, for its retained handle and its last measurement both")
@@ -129,5 +130,56 @@ struct RequestWorkTests {
       #expect(st.st_atim.tv_sec == 1_000_000 && st.st_atim.tv_nsec == 5)
       #expect(st.st_mtim.tv_sec == 2_000_000 && st.st_mtim.tv_nsec == 7)
     }
+  }
+
+  /// Removes 300 files (long names, so that the directory spans blocks), a directory and a
+  /// file renamed away from `Documents/big`, counting the `fstat`s of descriptors in the
+  /// removals (the directory's measurement; the removed names' own status is an `fstatat`).
+  private static func removals(in box: Sandbox) throws -> Int {
+    let big = try box.mkdir("Documents/big")
+    let other = try box.mkdir("Documents/other")
+    let names = (0..<300).map { String(repeating: "n", count: 100) + "\($0)" }
+    for name in names { box.release(try box.create("Documents/big/" + name)) }
+    _ = try box.mkdir("Documents/big/sub")
+    box.release(try box.create("Documents/big/moved"))
+    let fs = box.fs
+    return try SyscallFaults.inject([:]) { scope in
+      func removing(_ name: String, _ remove: (FileName) throws(Errno) -> Void) throws {
+        try FileName.withBytes(Array(name.utf8)) { (name) throws(Errno) in try remove(name) }
+      }
+      for name in names {
+        try removing(name) { (name) throws(Errno) in try fs.unlink(Sandbox.root, parent: big, name: name) }
+      }
+      try removing("sub") { (name) throws(Errno) in try fs.rmdir(Sandbox.root, parent: big, name: name) }
+      try removing("moved") { (name) throws(Errno) in
+        try fs.rename(Sandbox.root, parent: big, name: name, newParent: other, newName: name, flags: 0)
+      }
+      return scope.calls(.fstat) - 1  // the rename's measurement of the directory it grew
+    }
+  }
+
+  @Test(
+    "a removal measures its directory only where the backing filesystem may shrink one; the books stay exact",
+    arguments: [nil, "size=64m"])
+  func removalsOfNames(tmpfs: String?) throws {
+    let box = try Sandbox(tmpfs: tmpfs)
+    let backing = try Sys.openat(AT_FDCWD, box.backing, Linux.openPath | O_CLOEXEC)
+    defer { Sys.close(backing) }
+    let type = try Sys.filesystemType(backing)
+    let keeps = type == 0xEF53 || type == 0x0102_1994  // ext2/3/4, tmpfs
+    #expect(box.fs.removalsKeepDirectorySize == keeps)
+    if tmpfs != nil { #expect(keeps) }
+    let counted = try Self.removals(in: box)
+    #expect(counted == (keeps ? 0 : 302))
+    try box.expectExactBooks()
+  }
+
+  @Test("a backing whose filesystem type cannot be read has every removal's directory measured")
+  func removalsWithoutType() throws {
+    let box = try SyscallFaults.inject([.fstatfs: SyscallFault(.ioError)]) { _ in try Sandbox(tmpfs: "size=64m") }
+    #expect(!box.fs.removalsKeepDirectorySize)
+    let counted = try Self.removals(in: box)
+    #expect(counted == 302)
+    try box.expectExactBooks()
   }
 }

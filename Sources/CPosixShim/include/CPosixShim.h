@@ -17,6 +17,7 @@
 #include <sys/time.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <sys/types.h>
@@ -34,6 +35,13 @@
 #define SEEK_HOLE 4
 #endif
 
+/// fstatfs(2)'s f_type of `fd`'s filesystem in `*type`; 0, or -1 with errno.
+static inline int cposix_fstatfs_type(int fd, long *type) {
+  struct statfs st;
+  int result = fstatfs(fd, &st);
+  if (result == 0) *type = (long)st.f_type;
+  return result;
+}
 static inline int cposix_o_path(void) { return __O_PATH; }
 static inline int cposix_o_nofollow(void) { return O_NOFOLLOW; }
 static inline int cposix_o_directory(void) { return O_DIRECTORY; }
