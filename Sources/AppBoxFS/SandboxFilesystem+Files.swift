@@ -102,9 +102,9 @@ extension SandboxFilesystem {
     if flags & O_TRUNC != 0, inode.allocated.withLock({ $0 }) > 0 { account(inode, fd: fd) }
     let direct = flags & Linux.openDirect != 0
     let writer = flags & O_ACCMODE != O_RDONLY
+    let readClass = inode.isRegularFile && !direct && !writer ? protectionClass(of: inode) : nil  // outside the lock
     let mayPassthrough =
-      passthrough.isAvailable && inode.isRegularFile && !direct && !writer
-      && AccessRule.handleIOStaysAllowed(protectionClass(of: inode), in: protection.snapshot)
+      passthrough.isAvailable && readClass.map { AccessRule.handleIOStaysAllowed($0, in: protection.snapshot) } ?? false
     let writeCache = inode.isRegularFile && writer && !direct ? driver.writeCache : nil
     let roomForWriteBack = writeCache.map { !uncached && hasRoom(forWriteBack: $0) } ?? false
     let loaded = writeCache == nil ? nil : protectionClass(of: inode)  // reads it now, outside the lock
@@ -127,9 +127,15 @@ extension SandboxFilesystem {
         return (.passthrough, backing)
       }
       // Only a file without holes: a writer that joins may fill them through a mapping
-      // the daemon never sees (``changingExtent(_:_:)``).
-      if mayPassthrough, mode.cachedHandles == 0, mode.holesInMaking == 0, !mayHaveHoles(fd),
-        let backing = registerBacking(inode, fd: fd)
+      // the daemon never sees (``changingExtent(_:_:)``). The class and the lock state are
+      // looked at again under this lock, which a change of class (``reclassified``) and a
+      // lock's sweep (``guardPassthroughReads(of:closed:)``) take to find registered
+      // backing files: either they find this one and refuse it, or this sees the new
+      // class or state (a file made class A and the device locked since the check above
+      // would otherwise be read past every refusal).
+      if mayPassthrough, let readClass, mode.cachedHandles == 0, mode.holesInMaking == 0,
+        AccessRule.handleIOStaysAllowed(inode.cachedProtection ?? readClass, in: protection.snapshot),
+        !mayHaveHoles(fd), let backing = registerBacking(inode, fd: fd)
       {
         mode.backing = backing
         mode.passthroughHandles = 1

@@ -1,6 +1,7 @@
 import FilesystemInterface
 import Posix
 import SandboxPolicy
+import Synchronization
 import TestSupport
 import Testing
 
@@ -154,4 +155,48 @@ struct OpenReplyTests {
     #expect(TestFiles.number(box.status, "passthroughRefused") == 0)
     box.fs.release(Sandbox.root, node: node, handle: opened.handle)
   }
+
+  @Test(
+    "a read-only open racing a change to class A and a lock registers no passthrough: the class and state are looked at again under the file's lock",
+    .enabled(if: PassthroughSupport.enabled, "needs fanotify's permission events (CAP_SYS_ADMIN)"))
+  func classChangeAndLockDuringOpen() throws {
+    let files = HookedPassthrough()
+    let box = try Sandbox(driver: InMemoryDriver(passthrough: files))
+    try box.writeFile("Documents/doc", bytes("doc"))
+    let node = try box.lookup("Documents/doc")
+    // After the open read the class (C: open when locked), before it registers the file.
+    files.once {
+      try? box.protect("Documents/doc", "complete")
+      _ = box.fs.lock()
+    }
+    let opened = try box.fs.open(Sandbox.root, node: node, flags: O_RDONLY)
+    #expect(try box.protection("Documents/doc") == "complete")
+    #expect(opened.backing == nil, "not passthrough: its reads come to the daemon, which refuses them")
+    #expect(files.registered == 0)
+    box.fs.release(Sandbox.root, node: node, handle: opened.handle)
+  }
+}
+
+/// Passthrough that runs a hook once, the next time the filesystem asks whether it is
+/// available: in an open, after the file's class was read and before the registration.
+final class HookedPassthrough: PassthroughFiles {
+  private let recording = RecordingPassthrough()
+  private let hook = Mutex<(@Sendable () -> Void)?>(nil)
+
+  /// Runs `body` at the next look at ``isAvailable``.
+  func once(_ body: @escaping @Sendable () -> Void) { hook.withLock { $0 = body } }
+
+  var isAvailable: Bool {
+    hook.withLock { hook in
+      defer { hook = nil }
+      return hook
+    }?()
+    return true
+  }
+
+  func register(_ fd: Int32) -> BackingID? { recording.register(fd) }
+  func unregister(_ id: BackingID) { recording.unregister(id) }
+
+  /// Registrations not dropped yet.
+  var registered: Int { recording.registered }
 }
