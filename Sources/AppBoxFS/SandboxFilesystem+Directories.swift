@@ -63,7 +63,7 @@ extension SandboxFilesystem {
       let added: Bool
       if !filler.plus {
         added = filler.add(name: FileName(item.name), attributes: attributes, nextOffset: item.nextOffset)
-      } else if isDotOrDotDot(item.name) || inodes.count > descriptorBudget {
+      } else if isDotOrDotDot(item.name) || inodes.count >= inodeLimit(for: ctx) {
         // Node 0: a name without attributes, holding no lookup (for . and .., and when
         // descriptors run short: the kernel looks the name up when it needs it).
         let entry = Entry(node: NodeID(rawValue: 0), attributes: attributes, entryTimeout: 0, attributeTimeout: 0)

@@ -313,6 +313,7 @@ extension SandboxFilesystem {
   {
     let directory = inodes.inode(parent)
     try checkReach(ctx, directory, "create")
+    try admitNewInode(for: ctx)
     let exclusive = flags & O_EXCL != 0
     let inherited = protectionClass(of: directory)
     // A name that a purge removes between the attempts below is created afresh.

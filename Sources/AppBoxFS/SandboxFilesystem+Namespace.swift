@@ -22,6 +22,7 @@ extension SandboxFilesystem {
     let directory = inodes.inode(parent)
     try checkReach(ctx, directory, "mknod")
     try checkCanCreate(in: directory)
+    try admitNewInode(for: ctx)
     let isRegular = mode & S_IFMT == S_IFREG
     let inherited = protectionClass(of: directory)
     if isRegular { try check(.createNew, inherited, path: mountPath(of: name, in: directory), in: directory.container) }
@@ -39,6 +40,7 @@ extension SandboxFilesystem {
     let directory = inodes.inode(parent)
     try checkReach(ctx, directory, "mkdir")
     try checkCanCreate(in: directory)
+    try admitNewInode(for: ctx)
     let reservation = try reserveAll(AllocationBlocks.size, area: directory.area)  // its own block
     let room = try reserveRoom(in: directory)
     try ctx.asCreator(mode: mode) { (mode) throws(Errno) in try Sys.mkdirat(directory.fd, name.cString, mode) }
@@ -53,6 +55,7 @@ extension SandboxFilesystem {
     let directory = inodes.inode(parent)
     try checkReach(ctx, directory, "symlink")
     try checkCanCreate(in: directory)
+    try admitNewInode(for: ctx)
     let room = try reserveRoom(in: directory)
     try ctx.asCaller { () throws(Errno) in try Sys.symlinkat(target.cString, directory.fd, name.cString) }
     return try created(name, in: directory, protection: nil, reserved: reserve(0, area: directory.area), room: room)

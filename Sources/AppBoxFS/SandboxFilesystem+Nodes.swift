@@ -20,6 +20,7 @@ extension SandboxFilesystem {
     try checkReach(ctx, directory, "lookup")
     if dots.dotDot { return try lookupParent(of: directory) }
     try checkReach(ctx, lookingUp: name, in: directory)
+    try admitNewInode(for: ctx)
     do throws(Errno) {
       return try lookupEntry(in: directory, name: name)
     } catch  where error == .noEntry {

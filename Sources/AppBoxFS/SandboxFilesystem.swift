@@ -85,6 +85,8 @@ public final class SandboxFilesystem: Filesystem {
   let domainMoves = Mutex(())
   /// Removals of containers so far: names their staging directories apart.
   let removals = Atomic<UInt64>(0)
+  /// The mount's owner: the daemon's user.
+  let ownerUID = getuid()
   /// Purges' unlinks of files no node held, so far: a lookup that made a node meanwhile
   /// looks again whether its file still has a name (``lookupEntry(in:name:)``).
   let purgeUnlinks = Atomic<UInt64>(0)
@@ -357,6 +359,24 @@ public final class SandboxFilesystem: Filesystem {
   func openInode(in parent: Inode, name: FileName) throws(Errno) -> Int32 {
     try withDescriptors { () throws(Errno) -> Int32 in
       try Sys.openat(parent.fd, name.cString, Linux.openPath | O_NOFOLLOW | O_CLOEXEC)
+    }
+  }
+
+  /// The most inodes a request of `ctx` may leave the daemon holding
+  /// (``DescriptorShare``): the whole budget for root and the mount's owner (the daemon's
+  /// user), seven eighths of it for anyone else.
+  func inodeLimit(for ctx: Caller) -> Int {
+    DescriptorShare.limit(budget: descriptorBudget, isOwnerOrRoot: ctx.uid == 0 || ctx.uid == ownerUID)
+  }
+
+  /// Before a request of `ctx` that may make an inode (a lookup, a create): past its share
+  /// (``inodeLimit(for:)``), it waits for forgets as a request out of descriptors does
+  /// (``withDescriptors(_:)``), and is `EMFILE` if none come.
+  func admitNewInode(for ctx: Caller) throws(Errno) {
+    let limit = inodeLimit(for: ctx)
+    guard inodes.count >= limit else { return }
+    try withDescriptors { () throws(Errno) in
+      if inodes.count >= limit { throw Errno.tooManyOpenFiles }
     }
   }
 
