@@ -12,6 +12,8 @@ final class ScriptProcess {
   private let input = Pipe()
   private let output = Pipe()
   private var buffer: [UInt8] = []
+  /// Whether ``waitForExit()`` reaped it (or found it reaped).
+  private var reaped = false
 
   init(_ script: String, _ arguments: [String]) throws {
     process = Process()
@@ -24,8 +26,9 @@ final class ScriptProcess {
 
   deinit {
     try? input.fileHandleForWriting.close()
+    guard !reaped else { return }
     if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-    process.waitUntilExit()
+    waitForExit()
   }
 
   var pid: pid_t { process.processIdentifier }
@@ -57,6 +60,14 @@ final class ScriptProcess {
     }
   }
 
-  /// Waits for it to exit (it is reaped when this returns).
-  func waitForExit() { process.waitUntilExit() }
+  /// Waits for it to exit (it is reaped when this returns), with a `waitpid` of its own:
+  /// Foundation's `waitUntilExit` once never saw such a peer exit in a full run (tests
+  /// starting processes on many threads at once), its zombie left unreaped and the test
+  /// hung. ECHILD: Foundation's own watch reaped it first.
+  func waitForExit() {
+    guard !reaped else { return }
+    var status: Int32 = 0
+    while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+    reaped = true
+  }
 }
