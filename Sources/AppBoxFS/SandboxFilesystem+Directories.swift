@@ -26,10 +26,12 @@ extension SandboxFilesystem {
     let directory = inodes.inode(node)
     try checkReach(ctx, directory, "opendir")
     try checkListing(ctx, directory)
+    try admitNewHandle(for: ctx)
     let fd = try withDescriptors { () throws(Errno) -> Int32 in
       try Sys.reopen(directory.fd, flags: O_RDONLY | O_DIRECTORY | O_CLOEXEC | accessTimeFlag)
     }
     let stream = try DirectoryStream(fd: fd)
+    openHandles.add(1, ordering: .relaxed)
     // The handle is an owned reference; released by releasedir.
     let handle = Unmanaged.passRetained(DirectoryHandle(stream: stream))
     // The kernel may keep listings: every change of a directory goes through the mount
@@ -87,6 +89,7 @@ extension SandboxFilesystem {
 
   /// `releasedir`.
   public func releasedir(_ ctx: Caller, node: NodeID, handle: FileHandle) {
+    openHandles.subtract(1, ordering: .relaxed)
     Unmanaged<DirectoryHandle>.fromOpaque(UnsafeRawPointer(bitPattern: UInt(handle.rawValue))!).release()
   }
 

@@ -285,6 +285,7 @@ extension SandboxFilesystem {
     try checkReach(ctx, inode, "open")
     if flags & O_ACCMODE != O_RDONLY || flags & O_TRUNC != 0 { try checkChangeable(inode) }
     if inode.isRegularFile { try check(.openExisting, inode) }
+    try admitNewHandle(for: ctx)
     try pin(inode)
     if inode.domain == .caches, inode.isRegularFile, flags & O_ACCMODE == O_RDONLY {
       purgeCost.cacheOpens.add(1, ordering: .relaxed)  // a hit: the app reads what it cached
@@ -301,6 +302,7 @@ extension SandboxFilesystem {
       throw error
     }
     if flags & O_TRUNC != 0 { account(inode, fd: fd) }  // the truncate gave blocks back
+    openHandles.add(1, ordering: .relaxed)
     return opened(fd, flags: flags, inode: inode, uncached: uncached)
   }
 
@@ -314,6 +316,7 @@ extension SandboxFilesystem {
     let directory = inodes.inode(parent)
     try checkReach(ctx, directory, "create")
     try admitNewInode(for: ctx)
+    try admitNewHandle(for: ctx)
     let exclusive = flags & O_EXCL != 0
     let inherited = protectionClass(of: directory)
     // A name that a purge removes between the attempts below is created afresh.
@@ -341,6 +344,7 @@ extension SandboxFilesystem {
           Sys.close(fd)
           throw error
         }
+        openHandles.add(1, ordering: .relaxed)
         return (entry, opened(fd, flags: flags, inode: inodes.inode(entry.node)))
       } catch  where !exclusive && (error == .exists || error == .notPermitted || error == .noSpace) {
         // The name exists (or creating it would be refused, or not fit): open it if it does.
@@ -484,6 +488,7 @@ extension SandboxFilesystem {
   public func release(_ ctx: Caller, node: NodeID, handle: FileHandle) {
     let inode = inodes.inode(node)
     let fd = Int32(truncatingIfNeeded: handle.rawValue)
+    openHandles.subtract(1, ordering: .relaxed)
     closed(handle, inode: inode)
     // What the backing filesystem allocates at writeback: measured while written data may
     // be pending (the last handle's release clears the mark), and after passthrough

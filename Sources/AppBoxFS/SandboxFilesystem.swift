@@ -87,6 +87,8 @@ public final class SandboxFilesystem: Filesystem {
   let removals = Atomic<UInt64>(0)
   /// The mount's owner: the daemon's user.
   let ownerUID = getuid()
+  /// Handles open now (files and directories), each holding a descriptor.
+  let openHandles = Atomic<Int>(0)
   /// Purges' unlinks of files no node held, so far: a lookup that made a node meanwhile
   /// looks again whether its file still has a name (``lookupEntry(in:name:)``).
   let purgeUnlinks = Atomic<UInt64>(0)
@@ -378,6 +380,20 @@ public final class SandboxFilesystem: Filesystem {
     try withDescriptors { () throws(Errno) in
       if inodes.count >= limit { throw Errno.tooManyOpenFiles }
     }
+  }
+
+  /// Before a request of `ctx` that opens a handle (open, create, opendir), each a
+  /// descriptor of the daemon's beside its inode's: anyone but root and the mount's owner
+  /// may not leave the daemon holding more than seven eighths of its descriptors
+  /// (``DescriptorShare``), inodes and handles together; past that, `EMFILE` at once
+  /// (handles are let go by their programs, not by a request to the kernel, so waiting
+  /// would only hold a worker).
+  func admitNewHandle(for ctx: Caller) throws(Errno) {
+    guard ctx.uid != 0, ctx.uid != ownerUID else { return }
+    let limit = DescriptorShare.limit(budget: Int(ResourceLimits.openFiles) - 64, isOwnerOrRoot: false)
+    guard inodes.count + openHandles.load(ordering: .relaxed) >= limit else { return }
+    releaseDescriptors()  // idle inodes go, for the next try
+    throw .tooManyOpenFiles
   }
 
   /// Runs `open`, which opens a descriptor. Out of descriptors (EMFILE), it asks the
