@@ -1,4 +1,5 @@
 import Foundation
+import Posix
 import Testing
 
 #if canImport(Glibc)
@@ -74,7 +75,10 @@ struct DescriptorShareTests {
     let holder = try OtherUser.start(65534, ["/usr/bin/python3", "-c", script, shared, ready])
     defer {
       _ = creat(ready + "/done", 0o644)
-      holder.waitUntilExit()
+      // Reaped here, not by Foundation's `waitUntilExit` (see ScriptProcess).
+      let pid = holder.processIdentifier
+      if !Spawn.waitForExit(pid, milliseconds: 30_000) { kill(pid, SIGKILL) }
+      _ = Spawn.wait(pid)
     }
     try #require(Quota.poll(seconds: 60) { access(ready + "/count", F_OK) == 0 }, "the other user's process ran")
     let words = String(decoding: try readFile(ready + "/count"), as: UTF8.self).split(separator: " ")
