@@ -368,8 +368,15 @@ extension SandboxFilesystem {
       if cached == nil {
         // A lookup may have made a node from a status read before the unlink.
         purgeUnlinks.add(1, ordering: .sequentiallyConsistent)
-        if let late = inodes.existing(backingInode: victim.ino), (try? Sys.fstat(late.fd))?.st_nlink == 0 {
-          markPurged(late)  // an fstat that fails: the lookup looks again (and fails the same way)
+        if let late = inodes.existing(backingInode: victim.ino) {
+          do throws(Errno) {
+            if try Sys.fstat(late.fd).st_nlink == 0 { markPurged(late) }
+          } catch {
+            internalError(
+              .measure, error,
+              "purge: cannot measure a node made while \(String(decoding: victim.name, as: UTF8.self)) was unlinked; if it is that file, its charge may be given back twice"
+            )
+          }
         }
       }
       let bytes =

@@ -89,6 +89,11 @@ public final class SandboxFilesystem: Filesystem {
   let ownerUID = getuid()
   /// Handles open now (files and directories), each holding a descriptor.
   let openHandles = Atomic<Int>(0)
+  /// The descriptors (inodes and open handles) a request of anyone but root and the
+  /// mount's owner may leave the daemon holding (``admitNewHandle(for:)``): read once,
+  /// as ``descriptorBudget`` is.
+  let othersDescriptorLimit = DescriptorShare.limit(
+    budget: Int(ResourceLimits.openFiles) - 64, isOwnerOrRoot: false)
   /// Purges' unlinks of files no node held, so far: a lookup that made a node meanwhile
   /// looks again whether its file still has a name (``lookupEntry(in:name:)``).
   let purgeUnlinks = Atomic<UInt64>(0)
@@ -364,11 +369,15 @@ public final class SandboxFilesystem: Filesystem {
     }
   }
 
+  /// Whether `ctx` is root or the mount's owner (the daemon's user), for whom
+  /// ``DescriptorShare`` keeps the last descriptors.
+  func isOwnerOrRoot(_ ctx: Caller) -> Bool { ctx.uid == 0 || ctx.uid == ownerUID }
+
   /// The most inodes a request of `ctx` may leave the daemon holding
-  /// (``DescriptorShare``): the whole budget for root and the mount's owner (the daemon's
-  /// user), seven eighths of it for anyone else.
+  /// (``DescriptorShare``): the whole budget for root and the mount's owner, seven eighths
+  /// of it for anyone else.
   func inodeLimit(for ctx: Caller) -> Int {
-    DescriptorShare.limit(budget: descriptorBudget, isOwnerOrRoot: ctx.uid == 0 || ctx.uid == ownerUID)
+    DescriptorShare.limit(budget: descriptorBudget, isOwnerOrRoot: isOwnerOrRoot(ctx))
   }
 
   /// Before a request of `ctx` that may make an inode (a lookup, a create): past its share
@@ -389,9 +398,8 @@ public final class SandboxFilesystem: Filesystem {
   /// (handles are let go by their programs, not by a request to the kernel, so waiting
   /// would only hold a worker).
   func admitNewHandle(for ctx: Caller) throws(Errno) {
-    guard ctx.uid != 0, ctx.uid != ownerUID else { return }
-    let limit = DescriptorShare.limit(budget: Int(ResourceLimits.openFiles) - 64, isOwnerOrRoot: false)
-    guard inodes.count + openHandles.load(ordering: .relaxed) >= limit else { return }
+    guard !isOwnerOrRoot(ctx), inodes.count + openHandles.load(ordering: .relaxed) >= othersDescriptorLimit
+    else { return }
     releaseDescriptors()  // idle inodes go, for the next try
     throw .tooManyOpenFiles
   }
