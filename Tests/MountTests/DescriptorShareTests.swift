@@ -63,11 +63,14 @@ struct DescriptorShareTests {
     let shared = directories.mountpoint + "/Documents/pub"
     let ready = directories.root + "/ready"
     for directory in [shared, ready] { #expect(mkdir(directory, 0o777) == 0 && chmod(directory, 0o777) == 0) }
-    // Reports how far it got, then holds what it has until the test is done.
+    // Reports how far it got (renamed into place: the test reads it as soon as the name
+    // exists), then holds what it has until the test is done.
     let script =
       "import os, sys, time\ncount, error = 0, 0\n" + body + """
 
-        open(sys.argv[2] + "/count", "w").write(f"{count} {error}")
+        with open(sys.argv[2] + "/count.tmp", "w") as f:
+            f.write(f"{count} {error}")
+        os.rename(sys.argv[2] + "/count.tmp", sys.argv[2] + "/count")
         deadline = time.time() + 120
         while time.time() < deadline and not os.path.exists(sys.argv[2] + "/done"):
             time.sleep(0.05)
