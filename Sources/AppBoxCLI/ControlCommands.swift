@@ -250,6 +250,12 @@ enum StatusText {
       lines.append(
         "  transport:   FUSE over io_uring, \(transport["queues"] ?? 0) queues of \(transport["workersPerQueue"] ?? 0) workers"
       )
+      if transport["cpuHandoff"] as? Bool == true {
+        lines.append(
+          "  CPU handoff: \(transport["handoffs"] ?? 0) replies, \(transport["handoffStalls"] ?? 0) paused after a stall")
+      } else {
+        lines.append("  CPU handoff: off (\(transport["handoffOffReason"] as? String ?? "not available"))")
+      }
     } else if let reason = transport["fallbackReason"] as? String {
       lines.append("  transport:   /dev/fuse (FUSE over io_uring is not available: \(reason))")
     } else {

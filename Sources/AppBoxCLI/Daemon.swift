@@ -19,6 +19,7 @@ struct Daemon {
       request.busyPollMicroseconds ?? FuseConfiguration.defaultBusyPoll(availableCPUs: ResourceLimits.availableCPUs)
     configuration.maxRead = request.maxRead ?? 0
     configuration.transport = request.transport ?? configuration.transport
+    configuration.cpuHandoff = request.cpuHandoff
     if request.fuseOptions.contains("auto_unmount") {
       // fusermount3 unmounts after the daemon's death only when the mount answers
       // ENOTCONN at once; over io_uring the kernel lets go of the connection a moment

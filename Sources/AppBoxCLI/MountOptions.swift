@@ -132,6 +132,11 @@ enum MountOptions {
       draft.request.transport = transport
     },
     .appbox(
+      "no-cpu-handoff", .none, default: .described("hand off where allowed"),
+      help:
+        "io-uring: reply as normal threads, not as SCHED_IDLE ones that keep the woken program on its CPU"
+    ) { draft, _, _ throws(CLIError) in draft.request.cpuHandoff = false },
+    .appbox(
       "enable-uring", .none, default: .described("off"),
       help: "turn FUSE over io_uring on for the whole host first (writes 1 to /sys/module/fuse/parameters/enable_uring)"
     ) { draft, _, _ throws(CLIError) in draft.request.enableURing = true },

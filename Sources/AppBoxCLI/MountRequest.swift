@@ -32,6 +32,8 @@ struct MountRequest {
   var passthrough = true
   /// Let the kernel cache writes (its writeback cache; passthrough is then off).
   var writeCache = false
+  /// io_uring: a ring worker hands its CPU to the program its reply wakes.
+  var cpuHandoff = true
   /// Microseconds the daemon polls for a program's next request before it sleeps (nil:
   /// the default for the CPUs the daemon may run on).
   var busyPollMicroseconds: UInt32?

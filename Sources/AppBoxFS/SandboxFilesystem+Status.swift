@@ -136,6 +136,10 @@ extension SandboxFilesystem {
       ("workersPerQueue", String(transport.workersPerQueue)),
       ("bufferBytes", String(transport.bufferBytes)),
       ("fallbackReason", transport.fallbackReason.map { JSONText.quoted($0) } ?? "null"),
+      ("cpuHandoff", transport.cpuHandoff.active ? "true" : "false"),
+      ("handoffs", String(transport.cpuHandoff.handoffs)),
+      ("handoffStalls", String(transport.cpuHandoff.stalls)),
+      ("handoffOffReason", transport.cpuHandoff.offReason.map { JSONText.quoted($0) } ?? "null"),
     ]
     return "{" + fields.map { JSONText.quoted($0.0) + ":" + $0.1 }.joined(separator: ",") + "}"
   }

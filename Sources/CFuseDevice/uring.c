@@ -43,6 +43,7 @@
 
 #include "CFuseDevice.h"
 #include "counters.h"
+#include "handoff.h"
 
 #define FUSE_USE_VERSION 314
 #include <errno.h>
@@ -380,6 +381,9 @@ static void *work(void *argument) {
   report(false);
 
   for (;;) {
+    // A reply is committed with the wait for the next request, in one system call, unless
+    // the worker hands its CPU to the program the reply wakes (handoff.c).
+    if (w->last_command == URING_CMD_COMMIT_AND_FETCH) cfuse_handoff_commit(&w->ring);
     rc = io_uring_submit_and_wait(&w->ring, 1);
     if (rc < 0 && rc != -EINTR && rc != -EAGAIN) break;
     if (io_uring_peek_cqe(&w->ring, &cqe) != 0 || cqe == NULL) continue;
@@ -408,6 +412,7 @@ static void *work(void *argument) {
 
 void cfuse_uring_start(void) {
   atomic_store(&uring.state, STARTING);
+  cfuse_handoff_prepare();
   unsigned started_in_queue[uring.queues];
   memset(started_in_queue, 0, sizeof started_in_queue);
   unsigned started = 0;

@@ -22,6 +22,9 @@ public struct TransportStatus: Sendable, Equatable {
   public var bufferBytes: Int
   /// Why the transport asked for is not the one in use (nil when it is).
   public var fallbackReason: String?
+  /// io_uring: whether workers commit replies as SCHED_IDLE threads (CPU handoff), how
+  /// many they committed so, how often a slow way back paused it, and why it is off.
+  public var cpuHandoff = CPUHandoff()
 
   /// A status.
   public init(
@@ -34,5 +37,26 @@ public struct TransportStatus: Sendable, Equatable {
     self.workersPerQueue = workersPerQueue
     self.bufferBytes = bufferBytes
     self.fallbackReason = fallbackReason
+  }
+}
+
+/// CPU handoff's state: a ring worker sends its reply as a SCHED_IDLE thread, so that the
+/// scheduler lets the woken program run on its CPU rather than move it to an idle one.
+public struct CPUHandoff: Sendable, Equatable {
+  /// Workers hand off (io_uring in use, allowed on this host, not turned off).
+  public var active = false
+  /// Replies committed as SCHED_IDLE.
+  public var handoffs: UInt64 = 0
+  /// Of these, ways back to SCHED_OTHER so slow that the worker paused handing off.
+  public var stalls: UInt64 = 0
+  /// Why it is not active (nil when it is, or with /dev/fuse).
+  public var offReason: String?
+
+  /// A state.
+  public init(active: Bool = false, handoffs: UInt64 = 0, stalls: UInt64 = 0, offReason: String? = nil) {
+    self.active = active
+    self.handoffs = handoffs
+    self.stalls = stalls
+    self.offReason = offReason
   }
 }

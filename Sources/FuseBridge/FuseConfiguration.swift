@@ -32,6 +32,9 @@ public struct FuseConfiguration: Sendable {
   /// io_uring by default: it won every row the daemon takes part in, in the same
   /// benchmark run (bench/README.md).
   public var transport = RequestTransport.ioUring
+  /// io_uring: a worker sends its reply as a SCHED_IDLE thread, so that the program it
+  /// wakes stays on its CPU, where the host allows it. See CFuseDevice's handoff.c.
+  public var cpuHandoff = true
   /// Why io_uring, though asked for, must not be used on this mount (nil: it may).
   public var ioUringRefusal: String?
   /// Ask the kernel for its writeback cache (`--write-cache`): writes stay in its page

@@ -108,6 +108,7 @@ public final class FuseSession {
     }
     guard cfuse_device_install(session, wanted) == 0 else { throw .mountFailed(mountpoint) }
     cfuse_device_set_busy_poll(configuration.busyPollMicroseconds)
+    cfuse_device_set_cpu_handoff(configuration.cpuHandoff)
     box.takeUnretainedValue().stalePages.start(notifier: FuseKernelNotifier(session: session))
     box.takeUnretainedValue().filesystem.mounted(notifier: FuseKernelNotifier(session: session))
   }

@@ -42,12 +42,19 @@ public struct FuseDriver: FilesystemDriver {
     cfuse_device_transport(&info)
     let reason = withUnsafeBytes(of: info.reason) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
     let inUse: RequestTransport = info.transport == CFUSE_TRANSPORT_IO_URING ? .ioUring : .devFuse
-    return TransportStatus(
+    var status = TransportStatus(
       inUse: inUse, requested: info.requested ? .ioUring : .devFuse,
       queues: inUse == .ioUring ? Int(info.queues) : 0,
       workersPerQueue: inUse == .ioUring ? Int(info.workers_per_queue) : 0,
       bufferBytes: inUse == .ioUring ? Int(info.payload) : 0,
       fallbackReason: reason.isEmpty ? nil : reason)
+    if inUse == .ioUring {
+      let handoff = cfuse_device_cpu_handoff_stats()
+      let off = withUnsafeBytes(of: handoff.reason) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+      status.cpuHandoff = CPUHandoff(
+        active: handoff.usable, handoffs: handoff.handoffs, stalls: handoff.stalls, offReason: off.isEmpty ? nil : off)
+    }
+    return status
   }
 
   public var writeCache: WriteCache? { WriteCacheState.current }

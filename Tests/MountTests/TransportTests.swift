@@ -126,6 +126,50 @@ struct TransportTests {
     try fixture.unmount()
   }
 
+  @Test("over io_uring, workers commit replies as SCHED_IDLE threads unless turned off or not allowed, and status says which")
+  func cpuHandoff() throws {
+    guard Self.expected == "io-uring" else { return }  // a /dev/fuse run has no ring workers
+    func handoff(_ mountpoint: String) throws -> [String: Any] {
+      try FileManager.default.createDirectory(atPath: mountpoint + "/Documents/made", withIntermediateDirectories: true)
+      for index in 0..<50 { try Data([1]).write(to: URL(fileURLWithPath: mountpoint + "/Documents/made/\(index)")) }
+      return Self.transport(try Quota.status(mountpoint))
+    }
+    // As root: on. A fresh daemon has seen no stall, so its first replies hand off.
+    let fixture = try MountFixture.unlocked()
+    let on = try handoff(fixture.mountpoint)
+    #expect(on["cpuHandoff"] as? Bool == true, "\(on)")
+    #expect(Quota.number(["t": on], "t.handoffs") >= 1, "\(on)")
+    #expect(on["handoffOffReason"] is NSNull)
+    #expect(try Command.run(Command.appbox, ["status", fixture.mountpoint]).output.contains("CPU handoff: "))
+    try fixture.unmount()
+
+    let off = try MountFixture.unlocked(["--no-cpu-handoff"])
+    let turnedOff = try handoff(off.mountpoint)
+    #expect(turnedOff["cpuHandoff"] as? Bool == false)
+    #expect(Quota.number(["t": turnedOff], "t.handoffs") == 0)
+    #expect(turnedOff["handoffOffReason"] as? String == "--no-cpu-handoff")
+    #expect(
+      try Command.run(Command.appbox, ["status", off.mountpoint]).output.contains("CPU handoff: off (--no-cpu-handoff)"))
+    try off.unmount()
+
+    // Without CAP_SYS_NICE and with an RLIMIT_NICE of 0, a thread may not leave SCHED_IDLE:
+    // no handoff, and the mount serves as usual.
+    let directories = try SandboxDirectories()
+    let mount = try Command.run(
+      "/usr/bin/setpriv",
+      [
+        "--bounding-set=-sys_nice", "--inh-caps=-sys_nice", "/usr/bin/prlimit", "--nice=0:0", Command.appbox, "mount",
+        "--unlocked", "--backing", directories.backing, directories.mountpoint,
+      ])
+    #expect(mount.status == 0, "\(mount.error)")
+    defer { _ = try? Command.run(Command.appbox, ["unmount", directories.mountpoint]) }
+    let refused = try handoff(directories.mountpoint)
+    #expect(refused["inUse"] as? String == "io-uring")
+    #expect(refused["cpuHandoff"] as? Bool == false)
+    #expect((refused["handoffOffReason"] as? String)?.contains("may not leave SCHED_IDLE") == true, "\(refused)")
+    #expect(FileManager.default.fileExists(atPath: directories.mountpoint + "/Documents/made/49"))
+  }
+
   @Test("-o auto_unmount keeps /dev/fuse, and status says why")
   func autoUnmountKeepsDevFuse() throws {
     let fixture = try MountFixture.unlocked(["--transport", "io-uring", "-o", "auto_unmount"])

@@ -120,6 +120,20 @@ struct cfuse_busy_poll_stats {
 };
 struct cfuse_busy_poll_stats cfuse_device_busy_poll_stats(void);
 
+/// Whether ring workers may turn SCHED_IDLE to commit a reply, so that the program they
+/// wake stays on its CPU (handoff.c); on, the initial value, unless turned off before the
+/// mount. Used where the host allows it.
+void cfuse_device_set_cpu_handoff(bool on);
+
+/// CPU handoff's state and counts so far.
+struct cfuse_cpu_handoff_stats {
+  bool usable;        // ring workers hand off (io_uring in use, allowed, not turned off)
+  uint64_t handoffs;  // replies committed as SCHED_IDLE
+  uint64_t stalls;    // of these, ways back to SCHED_OTHER so slow that the worker paused handing off
+  char reason[128];   // why not usable (empty when it is, or before the rings started)
+};
+struct cfuse_cpu_handoff_stats cfuse_device_cpu_handoff_stats(void);
+
 /// Lets another worker read requests while this one waits or works for long. Call from a
 /// request handler before such a wait (for a forget, which comes as a request) or work.
 void cfuse_device_hand_off(void);

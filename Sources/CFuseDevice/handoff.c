@@ -1,0 +1,135 @@
+// CPU handoff: a ring worker sends its reply as a SCHED_IDLE thread, so that the program it
+// wakes stays on its CPU.
+//
+// A ring worker runs on its queue's CPU, the CPU the program that sent the request runs
+// on: the program sleeps, the worker runs in its place, and the reply wakes the program.
+// The reply is a system call, so at that wake-up the worker still runs, and the scheduler,
+// finding the program's CPU busy and another one idle, moves the program there
+// (select_idle_sibling: first the CPU it ran on before, if idle). Its next request then
+// goes to that CPU's queue, whose worker's reply moves it back: on a machine with an idle
+// CPU, a program that makes one request after another migrates at nearly every one, and
+// each migration wakes an idle CPU (in a virtual machine, an exit to the hypervisor:
+// bench/README.md, "Untar and the scheduler", measures it).
+//
+// The scheduler counts a CPU that runs only SCHED_IDLE threads as idle, and a waking
+// thread of any other policy preempts them at once. So a worker turns SCHED_IDLE for the
+// system call that commits its reply, and SCHED_OTHER again right after it, before it waits
+// for the next request: the program is woken on its own CPU and runs there at once.
+//
+// Two guards. A SCHED_IDLE thread gets almost no CPU while other threads of its scheduling
+// group want it: if the woken program (or anything else on that CPU) keeps running, the
+// worker's way back to SCHED_OTHER waits, and so does a request the kernel hands its entry
+// meanwhile (the entry is free from the commit on). After a way back longer than STALL_NS
+// every worker commits as a normal thread for a while, longer after each stall that follows
+// another (10 ms, then twice as long each time, up to 10 s): a machine busy with other work
+// soon sees one stall in 10 s, a quiet one a pause of 10 ms now and then. And leaving SCHED_IDLE
+// needs the right to raise a thread's priority (CAP_SYS_NICE, or an RLIMIT_NICE of 20): a
+// scratch thread tries the round trip at start, and without it there is no handoff.
+#define _GNU_SOURCE
+#include "handoff.h"
+
+#include "CFuseDevice.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+/// A way back to SCHED_OTHER slower than this is a stall...
+static const uint64_t STALL_NS = 1000 * 1000;
+/// ...after which the workers commit as normal threads for a pause that starts at
+/// FIRST_PAUSE_NS and doubles with each stall up to LONGEST_PAUSE_NS, and starts again
+/// at a stall more than CALM_NS after the last pause ended.
+static const uint64_t FIRST_PAUSE_NS = 10 * 1000 * 1000;
+static const uint64_t LONGEST_PAUSE_NS = 10ull * 1000 * 1000 * 1000;
+static const uint64_t CALM_NS = 10ull * 1000 * 1000 * 1000;
+
+static _Atomic bool wanted = true;
+static _Atomic bool usable = false;
+static _Atomic uint64_t handoff_count, stall_count;
+static char reason[128];  // written once, before the workers start
+
+static uint64_t now_ns(void) {
+  struct timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  return (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
+}
+
+// The pause, shared by all workers: a stall says the machine is busy, whichever worker saw it.
+// Workers may race on these; a pause a little off either way does no harm.
+static _Atomic uint64_t paused_until;  // CLOCK_MONOTONIC ns: workers commit as normal threads until then
+static _Atomic uint64_t next_pause_ns;
+
+static void stalled(uint64_t now) {
+  uint64_t pause = atomic_load(&next_pause_ns);
+  if (pause == 0 || now > atomic_load(&paused_until) + CALM_NS) pause = FIRST_PAUSE_NS;
+  atomic_store(&paused_until, now + pause);
+  atomic_store(&next_pause_ns, pause * 2 < LONGEST_PAUSE_NS ? pause * 2 : LONGEST_PAUSE_NS);
+  atomic_fetch_add_explicit(&stall_count, 1, memory_order_relaxed);
+}
+
+static int set_policy(int policy) {
+  struct sched_param parameters = {.sched_priority = 0};
+  return sched_setscheduler(0, policy, &parameters) == 0 ? 0 : errno;
+}
+
+void cfuse_device_set_cpu_handoff(bool on) { atomic_store(&wanted, on); }
+
+static void *round_trip(void *result) {
+  int error = set_policy(SCHED_IDLE);
+  if (error == 0) error = set_policy(SCHED_OTHER);  // the thread ends either way
+  *(int *)result = error;
+  return NULL;
+}
+
+void cfuse_handoff_prepare(void) {
+  if (!atomic_load(&wanted)) {
+    snprintf(reason, sizeof reason, "--no-cpu-handoff");
+    return;
+  }
+  int error = 0;
+  pthread_t thread;
+  int created = pthread_create(&thread, NULL, round_trip, &error);
+  if (created != 0) {
+    error = created;
+  } else {
+    pthread_join(thread, NULL);
+  }
+  if (error != 0) {
+    snprintf(reason, sizeof reason, "a thread may not leave SCHED_IDLE here: %s (needs CAP_SYS_NICE or RLIMIT_NICE 20)",
+             strerror(error));
+    return;
+  }
+  atomic_store(&usable, true);
+}
+
+void cfuse_handoff_commit(struct io_uring *ring) {
+  if (!atomic_load_explicit(&usable, memory_order_relaxed) || io_uring_sq_ready(ring) == 0) return;
+  uint64_t start = now_ns();
+  if (start < atomic_load_explicit(&paused_until, memory_order_relaxed) || set_policy(SCHED_IDLE) != 0) return;
+  // A failed submission leaves the command queued: the worker's next one reports it.
+  (void)io_uring_submit(ring);
+  int error = set_policy(SCHED_OTHER);
+  if (error != 0) {
+    // The probe could: a limit lowered since (prlimit). This thread stays SCHED_IDLE.
+    atomic_store(&usable, false);
+    fprintf(stderr, "appbox: a ring worker could not leave SCHED_IDLE (%s): no more CPU handoff\n", strerror(error));
+    return;
+  }
+  atomic_fetch_add_explicit(&handoff_count, 1, memory_order_relaxed);
+  uint64_t end = now_ns();
+  if (end - start > STALL_NS) stalled(end);
+}
+
+struct cfuse_cpu_handoff_stats cfuse_device_cpu_handoff_stats(void) {
+  struct cfuse_cpu_handoff_stats stats = {
+      .usable = atomic_load(&usable),
+      .handoffs = atomic_load_explicit(&handoff_count, memory_order_relaxed),
+      .stalls = atomic_load_explicit(&stall_count, memory_order_relaxed),
+  };
+  snprintf(stats.reason, sizeof stats.reason, "%s", stats.usable ? "" : reason);
+  return stats;
+}
