@@ -14,12 +14,12 @@
 #include "busy_poll.h"
 
 #include "CFuseDevice.h"
+#include "monotonic.h"
 
 #include <poll.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
-#include <time.h>
 #include <unistd.h>
 
 static _Atomic uint32_t window_us = 0;  // 0: never poll
@@ -38,12 +38,6 @@ struct cfuse_busy_poll_stats cfuse_device_busy_poll_stats(void) {
   };
 }
 
-static uint64_t now_ns(void) {
-  struct timespec now;
-  clock_gettime(CLOCK_MONOTONIC, &now);
-  return (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
-}
-
 bool cfuse_device_request_queued(int fd) {
   struct pollfd device = {.fd = fd, .events = POLLIN};
   return poll(&device, 1, 0) > 0;  // readable, or an error (unmounted) that read() will report
@@ -55,7 +49,7 @@ ssize_t cfuse_device_read_request(int fd, void *buf, size_t len, bool queued) {
     atomic_fetch_add_explicit(&waited_count, 1, memory_order_relaxed);
     return read(fd, buf, len);
   }
-  uint64_t start = now_ns();
+  uint64_t start = cfuse_monotonic_ns();
   if (last_wait_was_short) {
     do {
       if (queued || cfuse_device_request_queued(fd)) {
@@ -63,10 +57,10 @@ ssize_t cfuse_device_read_request(int fd, void *buf, size_t len, bool queued) {
         return read(fd, buf, len);
       }
       sched_yield();
-    } while (now_ns() - start <= window);
+    } while (cfuse_monotonic_ns() - start <= window);
   }
   ssize_t got = read(fd, buf, len);
-  last_wait_was_short = now_ns() - start <= window;
+  last_wait_was_short = cfuse_monotonic_ns() - start <= window;
   atomic_fetch_add_explicit(&waited_count, 1, memory_order_relaxed);
   return got;
 }

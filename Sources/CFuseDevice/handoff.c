@@ -29,6 +29,7 @@
 #include "handoff.h"
 
 #include "CFuseDevice.h"
+#include "monotonic.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -36,7 +37,6 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 /// A way back to SCHED_OTHER slower than this is a stall...
 static const uint64_t STALL_NS = 1000 * 1000;
@@ -51,12 +51,6 @@ static _Atomic bool wanted = true;
 static _Atomic bool usable = false;
 static _Atomic uint64_t handoff_count, stall_count;
 static char reason[128];  // written once, before the workers start
-
-static uint64_t now_ns(void) {
-  struct timespec now;
-  clock_gettime(CLOCK_MONOTONIC, &now);
-  return (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
-}
 
 // The pause, shared by all workers: a stall says the machine is busy, whichever worker saw it.
 // Workers may race on these; a pause a little off either way does no harm.
@@ -108,7 +102,7 @@ void cfuse_handoff_prepare(void) {
 
 void cfuse_handoff_commit(struct io_uring *ring) {
   if (!atomic_load_explicit(&usable, memory_order_relaxed) || io_uring_sq_ready(ring) == 0) return;
-  uint64_t start = now_ns();
+  uint64_t start = cfuse_monotonic_ns();
   if (start < atomic_load_explicit(&paused_until, memory_order_relaxed) || set_policy(SCHED_IDLE) != 0) return;
   // A failed submission leaves the command queued: the worker's next one reports it.
   (void)io_uring_submit(ring);
@@ -120,7 +114,7 @@ void cfuse_handoff_commit(struct io_uring *ring) {
     return;
   }
   atomic_fetch_add_explicit(&handoff_count, 1, memory_order_relaxed);
-  uint64_t end = now_ns();
+  uint64_t end = cfuse_monotonic_ns();
   if (end - start > STALL_NS) stalled(end);
 }
 

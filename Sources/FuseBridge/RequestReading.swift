@@ -40,7 +40,7 @@ public struct FuseDriver: FilesystemDriver {
   public var transport: TransportStatus {
     var info = cfuse_device_transport_info()
     cfuse_device_transport(&info)
-    let reason = withUnsafeBytes(of: info.reason) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+    let reason = Self.text(info.reason)
     let inUse: RequestTransport = info.transport == CFUSE_TRANSPORT_IO_URING ? .ioUring : .devFuse
     var status = TransportStatus(
       inUse: inUse, requested: info.requested ? .ioUring : .devFuse,
@@ -50,11 +50,16 @@ public struct FuseDriver: FilesystemDriver {
       fallbackReason: reason.isEmpty ? nil : reason)
     if inUse == .ioUring {
       let handoff = cfuse_device_cpu_handoff_stats()
-      let off = withUnsafeBytes(of: handoff.reason) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+      let off = Self.text(handoff.reason)
       status.cpuHandoff = CPUHandoff(
         active: handoff.usable, handoffs: handoff.handoffs, stalls: handoff.stalls, offReason: off.isEmpty ? nil : off)
     }
     return status
+  }
+
+  /// The text in a C `char[N]` field (imported as a tuple), up to its first NUL.
+  private static func text<Field>(_ field: Field) -> String {
+    withUnsafeBytes(of: field) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
   }
 
   public var writeCache: WriteCache? { WriteCacheState.current }
