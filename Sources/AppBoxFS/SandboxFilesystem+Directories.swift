@@ -21,23 +21,33 @@ final class DirectoryHandle: @unchecked Sendable {
 // MARK: - Directory listings
 
 extension SandboxFilesystem {
+  /// A single-app mount's `opendir` decides nothing (the kernel checks permissions; the
+  /// listing hides the same names to everyone): the kernel may open directories on its
+  /// own, which saves two requests per directory a program opens. A device's `opendir`
+  /// confines (`checkReach`, `checkListing`), so it must see every one.
+  public var needsOpendir: Bool { device != nil }
+
   /// `opendir`.
   public func opendir(_ ctx: Caller, node: NodeID, flags: Int32) throws(Errno) -> OpenedFile {
     let directory = inodes.inode(node)
     try checkReach(ctx, directory, "opendir")
     try checkListing(ctx, directory)
     try admitNewHandle(for: ctx)
-    let fd = try withDescriptors { () throws(Errno) -> Int32 in
-      try Sys.reopen(directory.fd, flags: O_RDONLY | O_DIRECTORY | O_CLOEXEC | accessTimeFlag)
-    }
-    let stream = try DirectoryStream(fd: fd)
-    openHandles.add(1, ordering: .relaxed)
     // The handle is an owned reference; released by releasedir.
-    let handle = Unmanaged.passRetained(DirectoryHandle(stream: stream))
+    let handle = Unmanaged.passRetained(try openDirectory(directory))
+    openHandles.add(1, ordering: .relaxed)
     // The kernel may keep listings: every change of a directory goes through the mount
     // (which invalidates them), purges included (their entry invalidations do).
     return OpenedFile(
       handle: FileHandle(rawValue: UInt64(UInt(bitPattern: handle.toOpaque()))), keepCache: true, cacheDirectory: true)
+  }
+
+  /// A stream of `directory`'s entries, at its start.
+  private func openDirectory(_ directory: Inode) throws(Errno) -> DirectoryHandle {
+    let fd = try withDescriptors { () throws(Errno) -> Int32 in
+      try Sys.reopen(directory.fd, flags: O_RDONLY | O_DIRECTORY | O_CLOEXEC | accessTimeFlag)
+    }
+    return DirectoryHandle(stream: try DirectoryStream(fd: fd))
   }
 
   private func directoryHandle(_ handle: FileHandle) -> DirectoryHandle {
@@ -45,14 +55,17 @@ extension SandboxFilesystem {
   }
 
   /// `readdir` and `readdirplus`. In plus mode each entry but `.` and `..` holds one
-  /// lookup, given back when it does not fit.
+  /// lookup, given back when it does not fit. Without a handle (the kernel opened the
+  /// directory on its own) a stream opened for this request alone is read from `offset`:
+  /// an offset is the backing filesystem's position cookie, valid in any stream of the
+  /// directory.
   public func readdir(
     _ ctx: Caller, node: NodeID, handle: FileHandle, offset: off_t, filler: inout some DirectoryFiller & ~Copyable
   )
     throws(Errno)
   {
     let directory = inodes.inode(node)
-    let dir = directoryHandle(handle)
+    let dir = handle == .none ? try openDirectory(directory) : directoryHandle(handle)
     if offset != dir.offset {
       dir.stream.seek(to: offset)
       dir.offset = offset
@@ -95,7 +108,8 @@ extension SandboxFilesystem {
 
   /// `fsyncdir`.
   public func fsyncdir(_ ctx: Caller, node: NodeID, handle: FileHandle, dataOnly: Bool) throws(Errno) {
-    try Sys.fsync(directoryHandle(handle).stream.fd, dataOnly: dataOnly)
+    let dir = handle == .none ? try openDirectory(inodes.inode(node)) : directoryHandle(handle)
+    try Sys.fsync(dir.stream.fd, dataOnly: dataOnly)
   }
 }
 

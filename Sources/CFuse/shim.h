@@ -44,6 +44,7 @@ static inline unsigned cfuse_cap_auto_inval_data(void) { return FUSE_CAP_AUTO_IN
 static inline unsigned cfuse_cap_dont_mask(void) { return FUSE_CAP_DONT_MASK; }
 static inline unsigned cfuse_cap_export_support(void) { return FUSE_CAP_EXPORT_SUPPORT; }
 static inline unsigned cfuse_cap_posix_acl(void) { return FUSE_CAP_POSIX_ACL; }
+static inline unsigned cfuse_cap_no_opendir_support(void) { return FUSE_CAP_NO_OPENDIR_SUPPORT; }
 
 /// fuse_file_info's flag members are bitfields, which Swift imports but cannot take
 /// part-wise on every toolchain; set them here.

@@ -70,10 +70,17 @@ public protocol Filesystem: AnyObject, Sendable {
   func release(_ ctx: Caller, node: NodeID, handle: FileHandle)
   /// `fsync`.
   func fsync(_ ctx: Caller, node: NodeID, handle: FileHandle, dataOnly: Bool) throws(Errno)
+  /// Whether `opendir` must reach the filesystem. When false, and the kernel can open
+  /// directories on its own (`FUSE_NO_OPENDIR_SUPPORT`), the driver answers the first
+  /// `opendir` with ENOSYS: the kernel then sends neither `opendir` nor `releasedir` on the
+  /// mount, keeps listings cached across opens, and `readdir` and `fsyncdir` come with
+  /// ``FileHandle/none``.
+  var needsOpendir: Bool { get }
   /// `opendir`.
   func opendir(_ ctx: Caller, node: NodeID, flags: Int32) throws(Errno) -> OpenedFile
   /// `readdir` / `readdirplus`: fill `filler` from `offset`; for `plus`, every added entry
-  /// holds one lookup.
+  /// holds one lookup. `handle` is ``FileHandle/none`` when the kernel opened the directory
+  /// on its own (``needsOpendir``).
   func readdir(
     _ ctx: Caller, node: NodeID, handle: FileHandle, offset: off_t, filler: inout some DirectoryFiller & ~Copyable)
     throws(Errno)

@@ -18,4 +18,6 @@ public struct FileHandle: Hashable, Sendable {
   public let rawValue: UInt64
   /// Wraps a raw handle.
   @inlinable public init(rawValue: UInt64) { self.rawValue = rawValue }
+  /// No handle: a directory the kernel opened without asking (``Filesystem/needsOpendir``).
+  public static let none = FileHandle(rawValue: 0)
 }

@@ -2,6 +2,7 @@ import CFuse
 import CFuseDevice
 import FilesystemInterface
 import Posix
+import Synchronization
 
 #if canImport(Glibc)
   import Glibc
@@ -13,6 +14,8 @@ final class FilesystemBox {
   let configuration: FuseConfiguration
   /// Replies to writes after their stale pages left the kernel's cache.
   let stalePages = StalePageDrops()
+  /// Set at INIT: the kernel opens directories on its own (``Filesystem/needsOpendir``).
+  let kernelOpensDirectories = Atomic<Bool>(false)
   init(_ filesystem: any Filesystem, _ configuration: FuseConfiguration) {
     self.filesystem = filesystem
     self.configuration = configuration
@@ -25,7 +28,7 @@ final class FilesystemBox {
 /// until after the loop has returned and the session is destroyed.
 @inline(__always)
 private func filesystem(_ req: fuse_req_t?) -> any Filesystem {
-  Unmanaged<FilesystemBox>.fromOpaque(fuse_req_userdata(req)!).takeUnretainedValue().filesystem
+  box(req).filesystem
 }
 
 /// A deferred forget: the session's filesystem box, the node, the count.
@@ -104,6 +107,9 @@ nonisolated func makeOperations(flush: Bool) -> fuse_lowlevel_ops {
   ops.`init` = { userdata, conn in
     let box = Unmanaged<FilesystemBox>.fromOpaque(userdata!).takeUnretainedValue()
     box.configuration.apply(to: conn!)
+    box.kernelOpensDirectories.store(
+      !box.filesystem.needsOpendir && conn!.pointee.capable & cfuse_cap_no_opendir_support() != 0,
+      ordering: .releasing)
   }
   ops.lookup = { req, parent, name in
     do throws(Errno) {
@@ -284,6 +290,10 @@ nonisolated func makeOperations(flush: Bool) -> fuse_lowlevel_ops {
     } catch { reply(req, error) }
   }
   ops.opendir = { req, ino, fi in
+    if box(req).kernelOpensDirectories.load(ordering: .acquiring) {
+      reply(req, .notImplemented)  // the kernel's cue to stop sending opendir and releasedir
+      return
+    }
     do throws(Errno) {
       let opened = try filesystem(req).opendir(
         Caller(req!), node: NodeID(rawValue: ino), flags: fi!.pointee.flags)

@@ -13,11 +13,15 @@ import Testing
 /// Listings, attributes, access checks and seeks: the requests' own answers.
 @Suite("Listings, attributes and seeks through the protocol")
 struct RequestTests {
-  /// Lists `path` in replies of `capacity` entries, each from where the last stopped.
-  static func listInPieces(_ box: Sandbox, _ path: String, capacity: Int, plus: Bool = false) throws -> [[UInt8]] {
+  /// Lists `path` in replies of `capacity` entries, each from where the last stopped;
+  /// through an open handle, or without one, as the kernel reads a directory it opened on
+  /// its own.
+  static func listInPieces(
+    _ box: Sandbox, _ path: String, capacity: Int, plus: Bool = false, opened: Bool = true
+  ) throws -> [[UInt8]] {
     let node = try box.lookup(path)
-    let handle = try box.fs.opendir(Sandbox.root, node: node, flags: O_RDONLY).handle
-    defer { box.fs.releasedir(Sandbox.root, node: node, handle: handle) }
+    let handle = opened ? try box.fs.opendir(Sandbox.root, node: node, flags: O_RDONLY).handle : .none
+    defer { if opened { box.fs.releasedir(Sandbox.root, node: node, handle: handle) } }
     var names: [[UInt8]] = []
     var offset: off_t = 0
     while true {
@@ -29,12 +33,15 @@ struct RequestTests {
     }
   }
 
-  @Test("readdir lists each entry once with . and .., in replies of any size, from the offset asked for")
-  func readdirInPieces() throws {
+  @Test(
+    "readdir lists each entry once with . and .., in replies of any size, from the offset asked for, with or without a handle",
+    arguments: [true, false])
+  func readdirInPieces(opened: Bool) throws {
     let box = try Sandbox()
+    #expect(!box.fs.needsOpendir, "a single-app mount lets the kernel open directories")
     for index in 0..<100 { box.release(try box.create("Documents/f\(index)")) }
     for capacity in [1, 7, 1000] {
-      let names = try Self.listInPieces(box, "Documents", capacity: capacity).map {
+      let names = try Self.listInPieces(box, "Documents", capacity: capacity, opened: opened).map {
         String(decoding: $0, as: UTF8.self)
       }
       #expect(names.count == 102, "capacity \(capacity)")
@@ -107,6 +114,20 @@ struct RequestTests {
     try box.fs.readdir(Sandbox.root, node: node, handle: handle, offset: 0, filler: &filler)
     #expect(filler.names.filter { $0 != [0x2E] && $0 != [0x2E, 0x2E] }.isEmpty)
     box.fs.releasedir(Sandbox.root, node: node, handle: handle)
+    try box.expectExactBooks()
+  }
+
+  @Test("without a handle, readdir of a removed directory ends at once and fsyncdir syncs")
+  func withoutHandle() throws {
+    let box = try Sandbox()
+    try box.mkdir("Documents/d")
+    let node = try box.lookup("Documents/d")
+    try box.fs.fsyncdir(Sandbox.root, node: node, handle: .none, dataOnly: false)
+    try box.fs.fsyncdir(Sandbox.root, node: node, handle: .none, dataOnly: true)
+    try box.rmdir("Documents/d")
+    var filler = ListFiller(plus: true)
+    try box.fs.readdir(Sandbox.root, node: node, handle: .none, offset: 0, filler: &filler)
+    #expect(filler.names.filter { $0 != [0x2E] && $0 != [0x2E, 0x2E] }.isEmpty)
     try box.expectExactBooks()
   }
 
