@@ -16,6 +16,16 @@
 // system call that commits its reply, and SCHED_OTHER again right after it, before it waits
 // for the next request: the program is woken on its own CPU and runs there at once.
 //
+// Only while programs move. A program is not moved by every reply: a loop of creates and
+// unlinks ran on one CPU for thousands of requests, then was moved at each one for a while,
+// and while it is not moved the handoff's two policy changes (about 3.5 µs a reply) only
+// cost (its unlinks were 15% slower with the handoff always on: bench/README.md). A
+// program's move shows in its next request, which comes on another queue. So each queue counts,
+// per WINDOW of its requests, those whose sender's previous request came on another queue;
+// a window in which a quarter did turns the handoff on for that queue for HOLD_NS. The
+// handoff stops the moves it is for, so while on it cannot see whether it is still needed:
+// after HOLD_NS the queue's next window measures without it.
+//
 // Two guards. A SCHED_IDLE thread gets almost no CPU while other threads of its scheduling
 // group want it: if the woken program (or anything else on that CPU) keeps running, the
 // worker's way back to SCHED_OTHER waits, and so does a request the kernel hands its entry
@@ -36,7 +46,15 @@
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+/// Requests per measuring window of a queue...
+static const uint32_t WINDOW = 256;
+/// ...and how long a window in which a quarter of the senders moved turns its handoff on.
+static const uint64_t HOLD_NS = 250 * 1000 * 1000;
+/// Senders remembered (by thread id modulo this): the queue of each one's last request.
+#define SENDER_SLOTS 1024
 
 /// A way back to SCHED_OTHER slower than this is a stall...
 static const uint64_t STALL_NS = 1000 * 1000;
@@ -56,6 +74,19 @@ static char reason[128];  // written once, before the workers start
 // Workers may race on these; a pause a little off either way does no harm.
 static _Atomic uint64_t paused_until;  // CLOCK_MONOTONIC ns: workers commit as normal threads until then
 static _Atomic uint64_t next_pause_ns;
+
+// Where each sender's last request came: (thread id << 16) | (queue + 1), 0 for none yet.
+// Written by the workers of every queue; two threads whose ids share a slot only make
+// each other's next request look unmoved.
+static _Atomic uint64_t sender_queue[SENDER_SLOTS];
+
+// A queue's window, touched only by its own workers (all on its CPU): one cache line each.
+struct queue_window {
+  _Atomic uint32_t seen, moved;
+  _Atomic uint64_t on_until;  // CLOCK_MONOTONIC ns: the queue's workers hand off until then
+} __attribute__((aligned(64)));
+static struct queue_window *windows;
+static unsigned window_count;
 
 static void stalled(uint64_t now) {
   uint64_t pause = atomic_load(&next_pause_ns);
@@ -79,7 +110,7 @@ static void *round_trip(void *result) {
   return NULL;
 }
 
-void cfuse_handoff_prepare(void) {
+void cfuse_handoff_prepare(unsigned queues) {
   if (!atomic_load(&wanted)) {
     snprintf(reason, sizeof reason, "--no-cpu-handoff");
     return;
@@ -97,13 +128,34 @@ void cfuse_handoff_prepare(void) {
              strerror(error));
     return;
   }
+  windows = aligned_alloc(64, queues * sizeof *windows);
+  if (windows == NULL) {
+    snprintf(reason, sizeof reason, "no memory for the queues' windows");
+    return;
+  }
+  memset(windows, 0, queues * sizeof *windows);
+  window_count = queues;
   atomic_store(&usable, true);
 }
 
-void cfuse_handoff_commit(struct io_uring *ring) {
+void cfuse_handoff_note_sender(unsigned queue, uint32_t sender) {
+  if (!atomic_load_explicit(&usable, memory_order_relaxed) || sender == 0 || queue >= window_count) return;
+  uint64_t mine = (uint64_t)sender << 16 | (queue + 1);
+  uint64_t last = atomic_exchange_explicit(&sender_queue[sender % SENDER_SLOTS], mine, memory_order_relaxed);
+  struct queue_window *window = &windows[queue];
+  if (last >> 16 == sender && last != mine) atomic_fetch_add_explicit(&window->moved, 1, memory_order_relaxed);
+  if (atomic_fetch_add_explicit(&window->seen, 1, memory_order_relaxed) + 1 < WINDOW) return;
+  uint32_t moved = atomic_exchange_explicit(&window->moved, 0, memory_order_relaxed);
+  atomic_store_explicit(&window->seen, 0, memory_order_relaxed);
+  if (moved * 4 >= WINDOW) atomic_store_explicit(&window->on_until, cfuse_monotonic_ns() + HOLD_NS, memory_order_relaxed);
+}
+
+void cfuse_handoff_commit(struct io_uring *ring, unsigned queue) {
   if (!atomic_load_explicit(&usable, memory_order_relaxed) || io_uring_sq_ready(ring) == 0) return;
   uint64_t start = cfuse_monotonic_ns();
-  if (start < atomic_load_explicit(&paused_until, memory_order_relaxed) || set_policy(SCHED_IDLE) != 0) return;
+  if (start >= atomic_load_explicit(&windows[queue].on_until, memory_order_relaxed) ||
+      start < atomic_load_explicit(&paused_until, memory_order_relaxed) || set_policy(SCHED_IDLE) != 0)
+    return;
   // A failed submission leaves the command queued: the worker's next one reports it.
   (void)io_uring_submit(ring);
   int error = set_policy(SCHED_OTHER);

@@ -323,6 +323,7 @@ static void serve(struct worker *w) {
   uint64_t commit_id = w->header->ent.commit_id;
   size_t payload = w->header->ent.payload_sz;
   cfuse_device_count_request(in->opcode);
+  cfuse_handoff_note_sender(w->qid, in->pid);
   w->commit_id = commit_id;
   w->unique = in->unique;
   w->answered = false;
@@ -383,7 +384,7 @@ static void *work(void *argument) {
   for (;;) {
     // A reply is committed with the wait for the next request, in one system call, unless
     // the worker hands its CPU to the program the reply wakes (handoff.c).
-    if (w->last_command == URING_CMD_COMMIT_AND_FETCH) cfuse_handoff_commit(&w->ring);
+    if (w->last_command == URING_CMD_COMMIT_AND_FETCH) cfuse_handoff_commit(&w->ring, w->qid);
     rc = io_uring_submit_and_wait(&w->ring, 1);
     if (rc < 0 && rc != -EINTR && rc != -EAGAIN) break;
     if (io_uring_peek_cqe(&w->ring, &cqe) != 0 || cqe == NULL) continue;
@@ -412,7 +413,7 @@ static void *work(void *argument) {
 
 void cfuse_uring_start(void) {
   atomic_store(&uring.state, STARTING);
-  cfuse_handoff_prepare();
+  cfuse_handoff_prepare(uring.queues);
   unsigned started_in_queue[uring.queues];
   memset(started_in_queue, 0, sizeof started_in_queue);
   unsigned started = 0;

@@ -132,7 +132,31 @@ struct TransportTests {
     try Command.run("/usr/bin/chrt", ["--idle", "0", "/usr/bin/chrt", "--other", "0", "/bin/true"]).status == 0
   }
 
-  @Test("over io_uring, workers commit replies as SCHED_IDLE threads where allowed and not turned off; status says which")
+  /// The CPUs this process may run on.
+  static func allowedCPUs() throws -> [Int] {
+    let run = try Command.run(
+      "/usr/bin/python3", ["-c", "import os; print(*sorted(os.sched_getaffinity(0)))"])
+    try #require(run.status == 0, "\(run.error)")
+    return run.output.split(separator: " ").compactMap { Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
+  }
+
+  /// 2,000 appends of 4 bytes to `path` by one program, which moves to the next of `cpus`
+  /// before each.
+  static func appendFromCPUs(_ cpus: [Int], path: String) throws {
+    let script = """
+      import os, sys
+      cpus = [int(c) for c in sys.argv[2].split(",")]
+      fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+      for i in range(2000):
+          os.sched_setaffinity(0, {cpus[i % len(cpus)]})
+          os.write(fd, b"abcd")
+      os.close(fd)
+      """
+    let run = try Command.run("/usr/bin/python3", ["-c", script, path, cpus.map(String.init).joined(separator: ",")])
+    try #require(run.status == 0, "\(run.error)")
+  }
+
+  @Test("over io_uring, workers commit replies as SCHED_IDLE threads where allowed, not turned off, and programs move; status says which")
   func cpuHandoff() throws {
     func handoff(_ mountpoint: String) throws -> [String: Any] {
       try FileManager.default.createDirectory(atPath: mountpoint + "/Documents/made", withIntermediateDirectories: true)
@@ -142,6 +166,20 @@ struct TransportTests {
     func human(_ mountpoint: String) throws -> String { try Command.run(Command.appbox, ["status", mountpoint]).output }
 
     let fixture = try MountFixture.unlocked()
+    if Self.expected == "io-uring", try Self.mayLeaveIdlePolicy() {
+      // Only while programs move between CPUs: one that stays on its CPU gets none, one
+      // that moves at every request (its next request comes on another CPU's queue) does.
+      // First on the fresh mount, so that no earlier program's moves count.
+      let cpus = try Self.allowedCPUs()
+      try Self.appendFromCPUs([cpus[0]], path: fixture.path("Documents/stays"))
+      let stayed = Quota.number(["t": Self.transport(try Quota.status(fixture.mountpoint))], "t.handoffs")
+      #expect(stayed == 0, "a program on one CPU: \(stayed) replies handed off")
+      if cpus.count > 1 {
+        try Self.appendFromCPUs(Array(cpus.prefix(2)), path: fixture.path("Documents/moves"))
+        let moved = Quota.number(["t": Self.transport(try Quota.status(fixture.mountpoint))], "t.handoffs")
+        #expect(moved > stayed, "a program moved at every request: no reply handed off")
+      }
+    }
     let plain = try handoff(fixture.mountpoint)
     if Self.expected == "dev-fuse" {
       // No ring workers: nothing to hand off, and status shows no handoff at all.
@@ -152,9 +190,7 @@ struct TransportTests {
       return
     }
     if try Self.mayLeaveIdlePolicy() {
-      // A fresh daemon has seen no stall, so its first replies hand off.
       #expect(plain["cpuHandoff"] as? Bool == true, "\(plain)")
-      #expect(Quota.number(["t": plain], "t.handoffs") >= 1, "\(plain)")
       #expect(plain["handoffOffReason"] is NSNull)
       #expect(try human(fixture.mountpoint).contains("CPU handoff: "))
     } else {
