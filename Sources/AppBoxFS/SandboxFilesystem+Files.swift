@@ -144,8 +144,11 @@ extension SandboxFilesystem {
       }
       // A direct handle counts as a cached one: the kernel puts the file in caching mode
       // when it is mapped (FUSE_DIRECT_IO_ALLOW_MMAP), and refuses passthrough then.
+      // A write-only handle is direct too: it can neither read nor map, so the page cache
+      // would only hold a copy of what it writes, made on the way (one copy of every
+      // byte more than a direct write; docs/architecture.md).
       mode.cachedHandles += 1
-      return (direct ? .direct : .cached, nil)
+      return (direct || flags & O_ACCMODE == O_WRONLY ? .direct : .cached, nil)
     }
     // A handle joining passthrough handles must be one too (the kernel refuses to mix),
     // but a writer's, or an O_DIRECT one's, with FOPEN_DIRECT_IO, which the kernel puts

@@ -30,7 +30,9 @@ struct OpenReplyTests {
     return (node, try box.fs.open(Sandbox.root, node: node, flags: flags))
   }
 
-  @Test("a cached handle keeps the page cache and needs no flush; O_DIRECT bypasses the cache; listings are cacheable")
+  @Test(
+    "a cached handle keeps the page cache and needs no flush; O_DIRECT and write-only handles bypass the cache; listings are cacheable"
+  )
   func replyFlags() throws {
     let box = try Sandbox()
     try box.writeFile("Documents/f", pattern(8192))
@@ -38,6 +40,11 @@ struct OpenReplyTests {
     #expect(cached.keepCache && !cached.directIO && cached.noFlush && cached.backing == nil)
     let (_, direct) = try Self.open(box, "Documents/f", flags: O_RDWR | Linux.openDirect)
     #expect(direct.directIO && !direct.keepCache)
+    let (_, writeOnly) = try Self.open(box, "Documents/f", flags: O_WRONLY | O_APPEND)
+    #expect(writeOnly.directIO && !writeOnly.keepCache && writeOnly.backing == nil)
+    #expect(try box.write((node, writeOnly.handle), pattern(10, seed: 3), at: 0) == 10)
+    #expect(try box.read((node, cached.handle), count: 10, at: 8192) == pattern(10, seed: 3), "appended")
+    box.fs.release(Sandbox.root, node: node, handle: writeOnly.handle)
     // The backing descriptor is opened without O_DIRECT: unaligned I/O works on the handle.
     #expect(try box.write((node, direct.handle), pattern(100, seed: 2), at: 3) == 100)
     let expected = Array(pattern(8192)[1..<3]) + Array(pattern(100, seed: 2).prefix(5))

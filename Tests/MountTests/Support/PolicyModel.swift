@@ -191,11 +191,13 @@ struct PolicyModel {
     return "other"
   }
 
-  /// Handles the daemon holds on a local inode, by kind.
+  /// Handles the daemon holds on a local inode, by kind (`cached` with the direct ones,
+  /// which keep passthrough off as well).
   func handles(of ino: UInt64) -> (cached: Int, passthrough: Int) {
     var counts = (cached: 0, passthrough: 0)
     for slot in slots.compactMap({ $0 }) where slot.ino == ino {
-      if slot.kind == .cached { counts.cached += 1 }
+      // A direct handle counts as a cached one (SandboxFilesystem.opened).
+      if slot.kind == .cached || slot.kind == .direct { counts.cached += 1 }
       if slot.kind == .passthrough { counts.passthrough += 1 }
     }
     return counts
@@ -490,7 +492,7 @@ struct PolicyModel {
         kind = .passthrough
         if flags & O_ACCMODE == O_RDWR { writeMapped.insert(ino) }
       } else {
-        kind = flags & cposix_o_direct() != 0 ? .direct : .cached
+        kind = flags & cposix_o_direct() != 0 || flags & O_ACCMODE == O_WRONLY ? .direct : .cached
       }
     }
     slots[slot] = ModelSlot(ino: ino, flags: flags, kind: kind, isRegular: isRegular)
