@@ -85,8 +85,7 @@ struct queue_window {
   _Atomic uint32_t seen, moved;
   _Atomic uint64_t on_until;  // CLOCK_MONOTONIC ns: the queue's workers hand off until then
 } __attribute__((aligned(64)));
-static struct queue_window *windows;
-static unsigned window_count;
+static struct queue_window *windows;  // one per queue, indexed by the queue's id
 
 static void stalled(uint64_t now) {
   uint64_t pause = atomic_load(&next_pause_ns);
@@ -134,12 +133,11 @@ void cfuse_handoff_prepare(unsigned queues) {
     return;
   }
   memset(windows, 0, queues * sizeof *windows);
-  window_count = queues;
   atomic_store(&usable, true);
 }
 
 void cfuse_handoff_note_sender(unsigned queue, uint32_t sender) {
-  if (!atomic_load_explicit(&usable, memory_order_relaxed) || sender == 0 || queue >= window_count) return;
+  if (!atomic_load_explicit(&usable, memory_order_relaxed) || sender == 0) return;
   uint64_t mine = (uint64_t)sender << 16 | (queue + 1);
   uint64_t last = atomic_exchange_explicit(&sender_queue[sender % SENDER_SLOTS], mine, memory_order_relaxed);
   struct queue_window *window = &windows[queue];

@@ -41,9 +41,6 @@ struct DirectoryTests {
 
   @Test("the kernel opens a single-app mount's directories on its own: listings send no opendir or releasedir; a device's do")
   func opendirRequests() throws {
-    func count(_ fixture: MountFixture, _ operation: String) throws -> Int {
-      ((try fixture.status()["requests"] as? [String: Any])?[operation] as? NSNumber)?.intValue ?? 0
-    }
     let fixture = try MountFixture.unlocked()
     let dir = fixture.path("Documents/d")
     #expect(mkdir(dir, 0o755) == 0)
@@ -51,14 +48,14 @@ struct DirectoryTests {
     for _ in 0..<5 { #expect(try directoryNames(dir).sorted() == ["f0", "f1", "f2"]) }
     try writeFile(dir + "/f3", [])  // a change the next listing shows
     #expect(try directoryNames(dir).sorted() == ["f0", "f1", "f2", "f3"])
-    #expect(try count(fixture, "opendir") <= 1, "at most the first, answered ENOSYS")
-    #expect(try count(fixture, "releasedir") == 0)
+    #expect(try fixture.requestCount("opendir") <= 1, "at most the first, answered ENOSYS")
+    #expect(try fixture.requestCount("releasedir") == 0)
     try fixture.unmount()
 
     let device = try DeviceMountTests.device()
-    let before = try count(device, "opendir")
+    let before = try device.requestCount("opendir")
     for _ in 0..<5 { _ = try directoryNames(device.path(DeviceMountTests.app(DeviceMountTests.a) + "/Documents")) }
-    #expect(try count(device, "opendir") >= before + 5, "a device's opendir confines: each one is asked")
+    #expect(try device.requestCount("opendir") >= before + 5, "a device's opendir confines: each one is asked")
     try device.unmount()
   }
 

@@ -174,7 +174,7 @@ struct TransportTests {
       try Self.appendFromCPUs([cpus[0]], path: fixture.path("Documents/stays"))
       let stayed = Quota.number(["t": Self.transport(try Quota.status(fixture.mountpoint))], "t.handoffs")
       #expect(stayed == 0, "a program on one CPU: \(stayed) replies handed off")
-      if cpus.count > 1 {
+      if cpus.count > 1 {  // on one CPU there is nowhere to move
         try Self.appendFromCPUs(Array(cpus.prefix(2)), path: fixture.path("Documents/moves"))
         let moved = Quota.number(["t": Self.transport(try Quota.status(fixture.mountpoint))], "t.handoffs")
         #expect(moved > stayed, "a program moved at every request: no reply handed off")

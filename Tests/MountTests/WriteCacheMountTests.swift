@@ -23,11 +23,6 @@ struct WriteCacheMountTests {
     try fixture.status()["writeCache"] as? [String: Any]
   }
 
-  /// The daemon's count of one request operation.
-  static func requests(_ fixture: MountFixture, _ operation: String) throws -> Int {
-    ((try fixture.status()["requests"] as? [String: Any])?[operation] as? NSNumber)?.intValue ?? 0
-  }
-
   static func openFile(_ path: String, _ flags: Int32) throws -> Int32 {
     let fd = open(path, flags | O_CLOEXEC, 0o644)
     guard fd >= 0 else { throw FixtureError("open \(path): \(String(cString: strerror(errno)))") }
@@ -46,20 +41,20 @@ struct WriteCacheMountTests {
     let path = fixture.path("Documents/log")
     let first = try Self.openFile(path, O_WRONLY | O_CREAT | O_APPEND)
     let second = try Self.openFile(path, O_WRONLY | O_APPEND)
-    let writesBefore = try Self.requests(fixture, "write")
+    let writesBefore = try fixture.requestCount("write")
     var expected: [UInt8] = []
     for index in 0..<10_000 {
       let line = Array(String(format: "%05d\n", index).utf8)
       #expect(Self.write(index % 2 == 0 ? first : second, line) == line.count)
       expected += line
-      if index == 5_000 { #expect(try Self.requests(fixture, "write") - writesBefore < 100, "cached, not sent") }
+      if index == 5_000 { #expect(try fixture.requestCount("write") - writesBefore < 100, "cached, not sent") }
     }
     for index in 0..<10_000 {
       #expect(Self.write(first, [UInt8(ascii: "a") + UInt8(index % 26)]) == 1)
       expected.append(UInt8(ascii: "a") + UInt8(index % 26))
     }
     #expect(close(first) == 0 && close(second) == 0)
-    #expect(try Self.requests(fixture, "write") - writesBefore < 100, "20,000 writes came as a few write-backs")
+    #expect(try fixture.requestCount("write") - writesBefore < 100, "20,000 writes came as a few write-backs")
     #expect(Quota.contents(path) == expected)
     #expect(Quota.contents(fixture.backingPath("Documents/log")) == expected, "the backing file has it all")
     #expect(Quota.waitForReleases(fixture))
@@ -172,7 +167,7 @@ struct WriteCacheMountTests {
   func nearlyFullIsExact() throws {
     let fixture = try Self.mount(["--capacity", "8M"])
     let fd = try Self.openFile(fixture.path("Documents/big"), O_WRONLY | O_CREAT)
-    let writesBefore = try Self.requests(fixture, "write")
+    let writesBefore = try fixture.requestCount("write")
     var total = 0
     var failure: Int32 = 0
     while total < 16 << 20 {
@@ -186,7 +181,7 @@ struct WriteCacheMountTests {
     close(fd)
     #expect(failure == ENOSPC, "written \(total), then \(String(cString: strerror(failure)))")
     #expect(total > 0 && total < 8 << 20)
-    #expect(try Self.requests(fixture, "write") - writesBefore >= total / (256 << 10), "each write was a request")
+    #expect(try fixture.requestCount("write") - writesBefore >= total / (256 << 10), "each write was a request")
     #expect(Quota.waitForReleases(fixture))
     try Quota.expectBooksMatch(fixture, capacity: 8 << 20)
     try fixture.unmount()

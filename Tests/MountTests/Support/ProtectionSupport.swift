@@ -138,6 +138,11 @@ extension MountFixture {
     return object
   }
 
+  /// The daemon's count of one request operation (`status --json`'s `requests`).
+  func requestCount(_ operation: String) throws -> Int {
+    ((try status()["requests"] as? [String: Any])?[operation] as? NSNumber)?.intValue ?? 0
+  }
+
   /// Waits until `appbox status` says the CX inactivity timeout has run out.
   func waitForCXExpiry(seconds: Double = 10, sourceLocation: SourceLocation = #_sourceLocation) throws {
     let expired = waitUntil(seconds: seconds) { ((try? status())?["cxExpired"] as? Bool) == true }
