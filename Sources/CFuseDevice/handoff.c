@@ -12,29 +12,33 @@
 // bench/README.md, "Untar and the scheduler", measures it).
 //
 // The scheduler counts a CPU that runs only SCHED_IDLE threads as idle, and a waking
-// thread of any other policy preempts them at once. So a worker turns SCHED_IDLE for the
-// system call that commits its reply, and SCHED_OTHER again right after it, before it waits
-// for the next request: the program is woken on its own CPU and runs there at once.
+// thread of any other policy preempts them at once. So a worker that hands off is
+// SCHED_IDLE when it commits its reply: the program is woken on its own CPU and runs there
+// at once. It stays SCHED_IDLE while it waits for and serves its next requests, as long as
+// its queue hands off: a change of policy costs about 1.5 µs here, and a loop of unlinks
+// ran 15% faster without a pair of them per reply (bench/README.md, "A worker that stays
+// idle").
 //
 // Only while programs move. A program is not moved by every reply: a loop of creates and
 // unlinks ran on one CPU for thousands of requests, then was moved at each one for a while,
-// and while it is not moved the handoff's two policy changes (about 3.5 µs a reply) only
-// cost (its unlinks were 15% slower with the handoff always on: bench/README.md). A
-// program's move shows in its next request, which comes on another queue. So each queue counts,
-// per WINDOW of its requests, those whose sender's previous request came on another queue;
-// a window in which a quarter did turns the handoff on for that queue for HOLD_NS. The
+// and while it is not moved a worker that hands off only risks waiting behind others (below).
+// A program's move shows in its next request, which comes on another queue. So each queue
+// counts, per WINDOW of its requests, those whose sender's previous request came on another
+// queue; a window in which a quarter did turns the handoff on for that queue for HOLD_NS. The
 // handoff stops the moves it is for, so while on it cannot see whether it is still needed:
-// after HOLD_NS the queue's next window measures without it.
+// after HOLD_NS the queue's next window measures without it. A worker turns SCHED_OTHER again
+// at its first reply after that (one that waits meanwhile serves its next request as it is).
 //
 // Two guards. A SCHED_IDLE thread gets almost no CPU while other threads of its scheduling
-// group want it: if the woken program (or anything else on that CPU) keeps running, the
-// worker's way back to SCHED_OTHER waits, and so does a request the kernel hands its entry
-// meanwhile (the entry is free from the commit on). After a way back longer than STALL_NS
-// every worker commits as a normal thread for a while, longer after each stall that follows
-// another (10 ms, then twice as long each time, up to 10 s): a machine busy with other work
-// soon sees one stall in 10 s, a quiet one a pause of 10 ms now and then. And leaving SCHED_IDLE
-// needs the right to raise a thread's priority (CAP_SYS_NICE, or an RLIMIT_NICE of 20): a
-// scratch thread tries the round trip at start, and without it there is no handoff.
+// group want it (here a wake-up waited 3.8 ms on average beside a busy loop on its CPU): a request it
+// serves then waits with it. A request served as SCHED_IDLE that took longer than STALL_NS,
+// with the worker preempted meanwhile, is a stall: every worker then commits as a normal
+// thread for a while, longer after each stall that follows another (10 ms, then twice as
+// long each time, up to 10 s): a machine busy with other work soon sees one stall in 10 s,
+// a quiet one a pause of 10 ms now and then. (A busy machine seldom turns the handoff on at
+// all: with no idle CPU the scheduler moves no program.) And leaving SCHED_IDLE needs the
+// right to raise a thread's priority (CAP_SYS_NICE, or an RLIMIT_NICE of 20): a scratch
+// thread tries the round trip at start, and without it there is no handoff.
 #define _GNU_SOURCE
 #include "handoff.h"
 
@@ -48,6 +52,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 /// Requests per measuring window of a queue...
 static const uint32_t WINDOW = 256;
@@ -56,7 +61,7 @@ static const uint64_t HOLD_NS = 250 * 1000 * 1000;
 /// Senders remembered (by thread id modulo this): the queue of each one's last request.
 #define SENDER_SLOTS 1024
 
-/// A way back to SCHED_OTHER slower than this is a stall...
+/// A request served as SCHED_IDLE, with the worker preempted, slower than this is a stall...
 static const uint64_t STALL_NS = 1000 * 1000;
 /// ...after which the workers commit as normal threads for a pause that starts at
 /// FIRST_PAUSE_NS and doubles with each stall up to LONGEST_PAUSE_NS, and starts again
@@ -148,24 +153,53 @@ void cfuse_handoff_note_sender(unsigned queue, uint32_t sender) {
   if (moved * 4 >= WINDOW) atomic_store_explicit(&window->on_until, cfuse_monotonic_ns() + HOLD_NS, memory_order_relaxed);
 }
 
-void cfuse_handoff_commit(struct io_uring *ring, unsigned queue) {
-  if (!atomic_load_explicit(&usable, memory_order_relaxed) || io_uring_sq_ready(ring) == 0) return;
-  uint64_t start = cfuse_monotonic_ns();
-  if (start >= atomic_load_explicit(&windows[queue].on_until, memory_order_relaxed) ||
-      start < atomic_load_explicit(&paused_until, memory_order_relaxed) || set_policy(SCHED_IDLE) != 0)
-    return;
-  // A failed submission leaves the command queued: the worker's next one reports it.
-  (void)io_uring_submit(ring);
-  int error = set_policy(SCHED_OTHER);
-  if (error != 0) {
-    // The probe could: a limit lowered since (prlimit). This thread stays SCHED_IDLE.
-    atomic_store(&usable, false);
-    fprintf(stderr, "appbox: a ring worker could not leave SCHED_IDLE (%s): no more CPU handoff\n", strerror(error));
-    return;
+// Each worker's own state: whether it is SCHED_IDLE now, when it began to serve its
+// request as such (0: it did not, or that request's reply is committed), and its count of
+// involuntary context switches when it last looked.
+static __thread bool idle_now;
+static __thread uint64_t serving_since;
+static __thread long preemptions;
+
+static long preemptions_now(void) {
+  struct rusage usage;
+  return getrusage(RUSAGE_THREAD, &usage) == 0 ? usage.ru_nivcsw : 0;
+}
+
+void cfuse_handoff_serving(void) { serving_since = idle_now ? cfuse_monotonic_ns() : 0; }
+
+void cfuse_handoff_commit(unsigned queue) {
+  bool allowed = atomic_load_explicit(&usable, memory_order_relaxed);
+  if (!allowed && !idle_now) return;
+  uint64_t now = cfuse_monotonic_ns();
+  bool hand_off = allowed && now < atomic_load_explicit(&windows[queue].on_until, memory_order_relaxed) &&
+                  now >= atomic_load_explicit(&paused_until, memory_order_relaxed);
+  uint64_t served = serving_since;
+  serving_since = 0;
+  if (served != 0 && now - served > STALL_NS) {
+    // Slow: preempted (something else wanted the CPU), or only a slow request (a disk).
+    long preempted = preemptions_now();
+    if (preempted != preemptions) {
+      stalled(now);
+      hand_off = false;
+    }
+    preemptions = preempted;
   }
-  atomic_fetch_add_explicit(&handoff_count, 1, memory_order_relaxed);
-  uint64_t end = cfuse_monotonic_ns();
-  if (end - start > STALL_NS) stalled(end);
+  if (hand_off && !idle_now) {
+    if (set_policy(SCHED_IDLE) != 0) return;
+    idle_now = true;
+    preemptions = preemptions_now();
+  } else if (!hand_off && idle_now) {
+    int error = set_policy(SCHED_OTHER);
+    if (error != 0) {
+      // The probe could: a limit lowered since (prlimit). No worker hands off from now on,
+      // and this one tries again at its next reply.
+      if (atomic_exchange(&usable, false))
+        fprintf(stderr, "appbox: a ring worker could not leave SCHED_IDLE (%s): no more CPU handoff\n", strerror(error));
+      return;
+    }
+    idle_now = false;
+  }
+  if (idle_now) atomic_fetch_add_explicit(&handoff_count, 1, memory_order_relaxed);
 }
 
 struct cfuse_cpu_handoff_stats cfuse_device_cpu_handoff_stats(void) {

@@ -2,7 +2,6 @@
 #ifndef APPBOX_CFUSE_DEVICE_HANDOFF_H
 #define APPBOX_CFUSE_DEVICE_HANDOFF_H
 
-#include <liburing.h>
 #include <stdint.h>
 
 /// Before the ring workers of `queues` queues start: decides whether they may hand off here.
@@ -11,8 +10,11 @@ void cfuse_handoff_prepare(unsigned queues);
 /// A request of thread `sender` came on `queue`: counts whether it moved since its last one.
 void cfuse_handoff_note_sender(unsigned queue, uint32_t sender);
 
-/// Submits the commit queued in `ring` as SCHED_IDLE when the worker of `queue` may hand
-/// off now; else leaves it queued, for the worker's next submission.
-void cfuse_handoff_commit(struct io_uring *ring, unsigned queue);
+/// The worker got a request and serves it now.
+void cfuse_handoff_serving(void);
+
+/// Before the worker of `queue` commits its reply (with the wait for its next request, in
+/// one system call): makes it SCHED_IDLE while the queue hands off, SCHED_OTHER otherwise.
+void cfuse_handoff_commit(unsigned queue);
 
 #endif

@@ -382,15 +382,16 @@ static void *work(void *argument) {
   report(false);
 
   for (;;) {
-    // A reply is committed with the wait for the next request, in one system call, unless
-    // the worker hands its CPU to the program the reply wakes (handoff.c).
-    if (w->last_command == URING_CMD_COMMIT_AND_FETCH) cfuse_handoff_commit(&w->ring, w->qid);
+    // A reply is committed with the wait for the next request, in one system call; as a
+    // SCHED_IDLE thread while the worker hands its CPU to the program it wakes (handoff.c).
+    if (w->last_command == URING_CMD_COMMIT_AND_FETCH && io_uring_sq_ready(&w->ring) != 0) cfuse_handoff_commit(w->qid);
     rc = io_uring_submit_and_wait(&w->ring, 1);
     if (rc < 0 && rc != -EINTR && rc != -EAGAIN) break;
     if (io_uring_peek_cqe(&w->ring, &cqe) != 0 || cqe == NULL) continue;
     int res = cqe->res;
     io_uring_cqe_seen(&w->ring, cqe);
     if (res == 0) {
+      cfuse_handoff_serving();
       serve(w);
     } else if (res == -EAGAIN || res == -EINTR) {
       queue_command(w, w->last_command, false);
