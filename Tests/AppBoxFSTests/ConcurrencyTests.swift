@@ -130,6 +130,8 @@ struct ConcurrencyTests {
 
   static let filesPerRound = 16
   static let fileSize = 8192
+  /// Moves each mover must make (into Documents and out count one each).
+  static let minimumMoves = 4
 
   /// Moves its own directory `mN` between `purgeable` and Documents until `deadline`,
   /// refilling it while it is purgeable. Every file listed right after a move into
@@ -141,9 +143,9 @@ struct ConcurrencyTests {
     do throws(Errno) { try box.mkdir(purgeablePath) } catch { return ["mkdir \(purgeablePath): \(error)"] }
     var serial = 0
     var moves = 0
-    // A loaded machine may not get through four moves before the deadline: the last ones
+    // A loaded machine may not get through the moves before the deadline: the last ones
     // then run after the fillers and the purger have stopped (within 30 s more).
-    while Clock.monotonic() < deadline || (moves < 4 && Clock.monotonic() < deadline + 30) {
+    while Clock.monotonic() < deadline || (moves < Self.minimumMoves && Clock.monotonic() < deadline + 30) {
       for _ in 0..<Self.filesPerRound {
         serial += 1
         do throws(Errno) {
@@ -174,7 +176,7 @@ struct ConcurrencyTests {
       }
       moves += 1
     }
-    if moves < 4 { failures.append("mover \(index) moved only \(moves) times") }
+    if moves < Self.minimumMoves { failures.append("mover \(index) moved only \(moves) times") }
     return failures
   }
 
