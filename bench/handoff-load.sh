@@ -37,6 +37,9 @@ while (($#)); do
 done
 [[ $rounds =~ ^[1-9][0-9]*$ && $loops =~ ^[1-9][0-9]*$ ]] || { echo "handoff-load: --rounds and --loops take whole numbers" >&2; exit 64; }
 ((${#builds[@]})) || builds=("appbox=$REPO/.build/release/appbox")
+for b in "${builds[@]}"; do
+  [[ ${b%%=*} != no-handoff ]] || { echo "handoff-load: no-handoff names the first build without the handoff: name yours otherwise" >&2; exit 64; }
+done
 [[ $(id -u) == 0 ]] || { echo "handoff-load: run as root (mounts, the scheduler's settings)" >&2; exit 77; }
 for b in "${builds[@]}"; do [[ -x ${b#*=} ]] || { echo "handoff-load: no AppBox binary at ${b#*=}" >&2; exit 1; }; done
 switch=/sys/module/fuse/parameters/enable_uring
@@ -45,8 +48,8 @@ autogroup=/proc/sys/kernel/sched_autogroup_enabled
 was_uring=$(cat "$switch")
 was_autogroup=$(cat "$autogroup" 2>/dev/null || echo)
 
-# Targets: NAME=PATH[ option], the first build also without the handoff.
-targets=("${builds[@]}" "no-handoff=${builds[0]#*=} --no-cpu-handoff")
+# Targets: NAME=PATH, and the first build again without the handoff.
+targets=("${builds[@]}" "no-handoff=${builds[0]#*=}")
 
 binary=${builds[0]#*=}  # for fresh-ext4.sh's unmounts
 # shellcheck source=bench/fresh-ext4.sh
@@ -66,8 +69,7 @@ echo 1 >"$switch"
 tarball=$SCRATCH/tree.tar
 sources=()
 for d in /usr/lib/python3.[0-9]* /usr/lib/python3/dist-packages; do [[ -d $d ]] && sources+=("${d#/}"); done
-tar cf "$tarball" -C / "${sources[@]}" 2>/dev/null || true
-[[ -s $tarball ]] || { echo "handoff-load: could not make the tree's archive" >&2; exit 1; }
+tar cf "$tarball" -C / "${sources[@]}" || { echo "handoff-load: could not make the tree's archive" >&2; exit 1; }
 
 start_loops() { for ((i = 0; i < loops; i++)); do (while :; do :; done) & LOOPS+=($!); done; }
 stop_loops() { for p in "${LOOPS[@]}"; do kill "$p"; done; wait "${LOOPS[@]}" 2>/dev/null || true; LOOPS=(); }
@@ -76,14 +78,12 @@ results=$SCRATCH/results
 # untar TARGET LOAD: one untar on a fresh ext4; adds "name load seconds handoffs stalls"
 # to the results.
 untar() {
-  local name=${1%%=*} spec=${1#*=} load=$2 fs=$SCRATCH/fs mnt=$SCRATCH/mnt
-  local program=${spec%% *} options=
-  [[ $spec == *" "* ]] && options=${spec#* }
+  local name=${1%%=*} program=${1#*=} load=$2 fs=$SCRATCH/fs mnt=$SCRATCH/mnt options=()
+  [[ $name == no-handoff ]] && options=(--no-cpu-handoff)
   mkdir -p "$fs" "$mnt"
   fresh_ext4 4G "$fs" -i 4096
   mkdir "$fs/backing"
-  # shellcheck disable=SC2086  # the target's options, split on purpose
-  "$program" mount --unlocked --transport io-uring $options --backing "$fs/backing" "$mnt" >/dev/null
+  "$program" mount --unlocked --transport io-uring "${options[@]}" --backing "$fs/backing" "$mnt" >/dev/null
   SCRATCH_MOUNTS=("$mnt")
   [[ $load == during ]] && start_loops
   local t0=$EPOCHREALTIME

@@ -20,25 +20,27 @@
 // idle").
 //
 // Only while programs move. A program is not moved by every reply: a loop of creates and
-// unlinks ran on one CPU for thousands of requests, then was moved at each one for a while,
-// and while it is not moved a worker that hands off only risks waiting behind others (below).
-// A program's move shows in its next request, which comes on another queue. So each queue
-// counts, per WINDOW of its requests, those whose sender's previous request came on another
-// queue; a window in which a quarter did turns the handoff on for that queue for HOLD_NS. The
-// handoff stops the moves it is for, so while on it cannot see whether it is still needed:
-// after HOLD_NS the queue's next window measures without it. A worker turns SCHED_OTHER again
-// at its first reply after that (one that waits meanwhile serves its next request as it is).
+// unlinks ran on one CPU for thousands of requests, then was moved at each one for a
+// while, and while it is not moved a worker that hands off only risks waiting behind
+// others (below). A program's move shows in its next request, which comes on another
+// queue. So each queue counts, per WINDOW of its requests, those whose sender's previous
+// request came on another queue; a window in which a quarter did turns the handoff on for
+// that queue for HOLD_NS. The handoff stops the moves it is for, so while on it cannot see
+// whether it is still needed: after HOLD_NS the queue's next window measures without it.
+// A worker turns SCHED_OTHER again at its first reply after that (one that waits meanwhile
+// serves its next request as it is).
 //
-// Two guards. A SCHED_IDLE thread gets almost no CPU while other threads of its scheduling
-// group want it (here a wake-up waited 3.8 ms on average beside a busy loop on its CPU): a request it
-// serves then waits with it. A request served as SCHED_IDLE that took longer than STALL_NS,
-// with the worker preempted meanwhile, is a stall: every worker then commits as a normal
-// thread for a while, longer after each stall that follows another (10 ms, then twice as
-// long each time, up to 10 s): a machine busy with other work soon sees one stall in 10 s,
-// a quiet one a pause of 10 ms now and then. (A busy machine seldom turns the handoff on at
-// all: with no idle CPU the scheduler moves no program.) And leaving SCHED_IDLE needs the
-// right to raise a thread's priority (CAP_SYS_NICE, or an RLIMIT_NICE of 20): a scratch
-// thread tries the round trip at start, and without it there is no handoff.
+// Two guards. A SCHED_IDLE thread gets almost no CPU while other threads of its
+// scheduling group want it (here a wake-up waited 3.8 ms on average beside a busy loop on
+// its CPU): a request it serves then waits with it. A request served as SCHED_IDLE that
+// took longer than STALL_NS, with the worker preempted meanwhile, is a stall: every worker
+// then commits as a normal thread for a while, longer after each stall that follows
+// another (10 ms, then twice as long each time, up to 10 s): a machine busy with other
+// work soon sees one stall in 10 s, a quiet one a pause of 10 ms now and then. (A busy
+// machine seldom turns the handoff on at all: with no idle CPU the scheduler moves no
+// program.) And leaving SCHED_IDLE needs the right to raise a thread's priority
+// (CAP_SYS_NICE, or an RLIMIT_NICE of 20): a scratch thread tries the round trip at start,
+// and without it there is no handoff.
 #define _GNU_SOURCE
 #include "handoff.h"
 
@@ -141,18 +143,6 @@ void cfuse_handoff_prepare(unsigned queues) {
   atomic_store(&usable, true);
 }
 
-void cfuse_handoff_note_sender(unsigned queue, uint32_t sender) {
-  if (!atomic_load_explicit(&usable, memory_order_relaxed) || sender == 0) return;
-  uint64_t mine = (uint64_t)sender << 16 | (queue + 1);
-  uint64_t last = atomic_exchange_explicit(&sender_queue[sender % SENDER_SLOTS], mine, memory_order_relaxed);
-  struct queue_window *window = &windows[queue];
-  if (last >> 16 == sender && last != mine) atomic_fetch_add_explicit(&window->moved, 1, memory_order_relaxed);
-  if (atomic_fetch_add_explicit(&window->seen, 1, memory_order_relaxed) + 1 < WINDOW) return;
-  uint32_t moved = atomic_exchange_explicit(&window->moved, 0, memory_order_relaxed);
-  atomic_store_explicit(&window->seen, 0, memory_order_relaxed);
-  if (moved * 4 >= WINDOW) atomic_store_explicit(&window->on_until, cfuse_monotonic_ns() + HOLD_NS, memory_order_relaxed);
-}
-
 // Each worker's own state: whether it is SCHED_IDLE now, when it began to serve its
 // request as such (0: it did not, or that request's reply is committed), and its count of
 // involuntary context switches when it last looked.
@@ -165,7 +155,18 @@ static long preemptions_now(void) {
   return getrusage(RUSAGE_THREAD, &usage) == 0 ? usage.ru_nivcsw : 0;
 }
 
-void cfuse_handoff_serving(void) { serving_since = idle_now ? cfuse_monotonic_ns() : 0; }
+void cfuse_handoff_request(unsigned queue, uint32_t sender) {
+  serving_since = idle_now ? cfuse_monotonic_ns() : 0;
+  if (!atomic_load_explicit(&usable, memory_order_relaxed) || sender == 0) return;
+  uint64_t mine = (uint64_t)sender << 16 | (queue + 1);
+  uint64_t last = atomic_exchange_explicit(&sender_queue[sender % SENDER_SLOTS], mine, memory_order_relaxed);
+  struct queue_window *window = &windows[queue];
+  if (last >> 16 == sender && last != mine) atomic_fetch_add_explicit(&window->moved, 1, memory_order_relaxed);
+  if (atomic_fetch_add_explicit(&window->seen, 1, memory_order_relaxed) + 1 < WINDOW) return;
+  uint32_t moved = atomic_exchange_explicit(&window->moved, 0, memory_order_relaxed);
+  atomic_store_explicit(&window->seen, 0, memory_order_relaxed);
+  if (moved * 4 >= WINDOW) atomic_store_explicit(&window->on_until, cfuse_monotonic_ns() + HOLD_NS, memory_order_relaxed);
+}
 
 void cfuse_handoff_commit(unsigned queue) {
   bool allowed = atomic_load_explicit(&usable, memory_order_relaxed);

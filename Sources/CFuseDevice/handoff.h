@@ -7,11 +7,9 @@
 /// Before the ring workers of `queues` queues start: decides whether they may hand off here.
 void cfuse_handoff_prepare(unsigned queues);
 
-/// A request of thread `sender` came on `queue`: counts whether it moved since its last one.
-void cfuse_handoff_note_sender(unsigned queue, uint32_t sender);
-
-/// The worker got a request and serves it now.
-void cfuse_handoff_serving(void);
+/// The worker serves a request of thread `sender` that came on `queue`: counts whether the
+/// sender moved since its last one, and times the service if the worker is SCHED_IDLE.
+void cfuse_handoff_request(unsigned queue, uint32_t sender);
 
 /// Before the worker of `queue` commits its reply (with the wait for its next request, in
 /// one system call): makes it SCHED_IDLE while the queue hands off, SCHED_OTHER otherwise.

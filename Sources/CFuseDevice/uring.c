@@ -323,7 +323,7 @@ static void serve(struct worker *w) {
   uint64_t commit_id = w->header->ent.commit_id;
   size_t payload = w->header->ent.payload_sz;
   cfuse_device_count_request(in->opcode);
-  cfuse_handoff_note_sender(w->qid, in->pid);
+  cfuse_handoff_request(w->qid, in->pid);
   w->commit_id = commit_id;
   w->unique = in->unique;
   w->answered = false;
@@ -391,7 +391,6 @@ static void *work(void *argument) {
     int res = cqe->res;
     io_uring_cqe_seen(&w->ring, cqe);
     if (res == 0) {
-      cfuse_handoff_serving();
       serve(w);
     } else if (res == -EAGAIN || res == -EINTR) {
       queue_command(w, w->last_command, false);
